@@ -1,0 +1,80 @@
+"""The public entry points: compile, reset, stats, list_backends, register_backend."""
+
+from __future__ import annotations
+
+import types
+from typing import Any, Callable
+
+import torch
+
+from .backends.registry import list_backends, register_backend
+from .runtime import stats as _stats
+from .runtime.dispatch import CompiledFunction, reset_all
+
+
+class CompiledModule(torch.nn.Module):
+    """``graphjit.compile(module)``: an ``nn.Module`` whose ``forward`` is compiled.
+
+    Like torch.compile's ``OptimizedModule``: the original is ``_orig_mod`` (so state-dict
+    keys gain an ``_orig_mod.`` prefix) and other attributes are forwarded to it."""
+
+    def __init__(self, mod: torch.nn.Module, **options: Any) -> None:
+        super().__init__()
+        self._orig_mod = mod
+        forward = type(mod).forward if "forward" not in mod.__dict__ else mod.__dict__["forward"]
+        if isinstance(forward, types.MethodType):
+            forward = forward.__func__
+        self.__dict__["_compiled_forward"] = CompiledFunction(forward, **options)
+        self.__dict__["_bound_self"] = "forward" not in mod.__dict__ or isinstance(
+            mod.__dict__["forward"], types.MethodType)
+
+    def forward(self, *args, **kwargs):
+        if self.__dict__["_bound_self"]:
+            return self.__dict__["_compiled_forward"](self._orig_mod, *args, **kwargs)
+        return self.__dict__["_compiled_forward"](*args, **kwargs)
+
+    def __getattr__(self, name: str):
+        if name == "_orig_mod":
+            return self._modules["_orig_mod"]
+        return getattr(self._orig_mod, name)
+
+    def __repr__(self) -> str:
+        return f"CompiledModule({self._orig_mod!r})"
+
+
+def compile(model: Callable | None = None, *, fullgraph: bool = False, dynamic: bool | None = None,
+            backend: str | Callable = "inductor", mode: str | None = None,
+            options: dict | None = None, disable: bool = False):
+    """Compile a function, bound method or ``nn.Module`` (like ``torch.compile``).
+
+    Used as ``graphjit.compile(fn, backend="eager")`` or as a decorator, with or without
+    arguments.  ``fullgraph=True`` raises :class:`graphjit.Unsupported` at the first
+    construct that cannot be captured.  ``dynamic`` is accepted for API compatibility;
+    shapes are static (a new shape recompiles)."""
+    opts = dict(fullgraph=fullgraph, dynamic=dynamic, backend=backend, mode=mode, options=options)
+    if model is None:
+        return lambda fn: compile(fn, **opts, disable=disable)
+    if disable:
+        return model
+    if isinstance(model, torch.nn.Module):
+        return CompiledModule(model, **opts)
+    if isinstance(model, types.MethodType):
+        compiled = CompiledFunction(model.__func__, **opts)
+        return types.MethodType(compiled, model.__self__)
+    if isinstance(model, types.FunctionType):
+        return CompiledFunction(model, **opts)
+    raise TypeError(f"graphjit.compile: cannot compile {type(model).__name__}")
+
+
+def reset() -> None:
+    """Forget every compiled entry and zero the counters."""
+    reset_all()
+
+
+def stats() -> dict[str, Any]:
+    """``{"graph_breaks", "break_reasons", "frames_total", "frames_ok", "recompiles"}``
+    since the last :func:`reset`."""
+    return _stats.snapshot()
+
+
+__all__ = ["compile", "reset", "stats", "list_backends", "register_backend", "CompiledModule"]

@@ -1,0 +1,82 @@
+"""Backend registry: ``eager``, ``aot_eager``, ``inductor`` and user callables.
+
+A backend is ``compiler_fn(gm: fx.GraphModule, example_inputs: list[Tensor]) -> callable``
+as in torch.compile; the result is called with the graph's inputs in order and returns a
+tuple or list with the graph's outputs.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+
+CompilerFn = Callable[[torch.fx.GraphModule, list], Callable]
+_BACKENDS: dict[str, CompilerFn] = {}
+
+
+def register_backend(compiler_fn: CompilerFn | None = None, name: str | None = None):
+    """Register ``compiler_fn`` under ``name`` (default: its ``__name__``); usable as a decorator."""
+    if compiler_fn is None:
+        return lambda fn: register_backend(fn, name)
+    key = name or compiler_fn.__name__
+    if key in _BACKENDS and _BACKENDS[key] is not compiler_fn:
+        raise ValueError(f"backend {key!r} is already registered")
+    _BACKENDS[key] = compiler_fn
+    return compiler_fn
+
+
+def list_backends() -> list[str]:
+    """Names of the registered backends, sorted."""
+    return sorted(_BACKENDS)
+
+
+def lookup_backend(backend: str | CompilerFn, mode: str | None = None,
+                   options: dict | None = None) -> CompilerFn:
+    """The compiler function for a name or callable; ``mode``/``options`` go to inductor."""
+    if callable(backend):
+        return backend
+    if backend not in _BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}; known: {', '.join(list_backends())}")
+    fn = _BACKENDS[backend]
+    if backend == "inductor" and (mode or options):
+        return lambda gm, inputs: inductor(gm, inputs, mode=mode, options=options)
+    return fn
+
+
+@register_backend
+def eager(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+    """Run the captured graph as Python (``gm.forward``), as torch.compile's ``eager``."""
+    return gm.forward
+
+
+def _boxed_nop(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+    from torch._functorch.aot_autograd import make_boxed_func
+
+    return make_boxed_func(gm.forward)
+
+
+@register_backend
+def aot_eager(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+    """AOTAutograd (functionalization, joint graph, partitioning) with eager kernels."""
+    from torch._functorch.aot_autograd import aot_module_simplified
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
+
+    return aot_module_simplified(gm, example_inputs, fw_compiler=_boxed_nop, bw_compiler=_boxed_nop,
+                                 partition_fn=min_cut_rematerialization_partition,
+                                 keep_inference_input_mutations=True)
+
+
+@register_backend
+def inductor(gm: torch.fx.GraphModule, example_inputs: list, mode: str | None = None,
+             options: dict | None = None) -> Callable:
+    """TorchInductor (``torch._inductor.compile_fx.compile_fx``)."""
+    from torch._inductor.compile_fx import compile_fx
+
+    patches: dict[str, Any] = {}
+    if mode and mode != "default":
+        import torch._inductor
+
+        patches.update(torch._inductor.list_mode_options(mode))
+    patches.update(options or {})
+    return compile_fx(gm, example_inputs, config_patches=patches or None)

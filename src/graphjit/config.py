@@ -1,0 +1,13 @@
+"""Process-wide settings, read by the dispatcher and translator (options passed in where
+possible; these are the few that are global by nature, like torch._dynamo.config)."""
+
+from __future__ import annotations
+
+#: After this many cache entries for one code object, run it eagerly with one warning.
+recompile_limit: int = 8
+
+#: Check each handler's stack effect against ``dis.stack_effect`` (on in tests).
+debug_checks: bool = False
+
+#: On an internal graphjit error, log it and run the frame eagerly instead of raising.
+suppress_errors: bool = False

@@ -1,0 +1,47 @@
+"""Logging artifacts, selected like TORCH_LOGS: ``GRAPHJIT_LOGS=graph_code,bytecode,guards,
+graph_breaks,recompiles`` (comma list) or :func:`set_logs` from Python.  Output goes to the
+``graphjit`` logger, which prints to stderr when any artifact is on."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+ARTIFACTS = ("graph_code", "bytecode", "guards", "graph_breaks", "recompiles")
+_enabled: set[str] = set()
+log = logging.getLogger("graphjit")
+_handler: logging.Handler | None = None
+
+
+def set_logs(spec: str | list[str] | tuple[str, ...] | None = None, **flags: bool) -> None:
+    """Enable artifacts: ``set_logs("graph_code,guards")`` or ``set_logs(guards=True)``;
+    ``set_logs("")`` turns all off."""
+    global _handler
+    names = spec.split(",") if isinstance(spec, str) else list(spec or [])
+    names = [n.strip() for n in names if n.strip()]
+    names += [k for k, v in flags.items() if v]
+    unknown = [n for n in names if n not in ARTIFACTS]
+    if unknown:
+        raise ValueError(f"unknown log artifact(s) {unknown}; known: {', '.join(ARTIFACTS)}")
+    _enabled.clear()
+    _enabled.update(names)
+    if _enabled and _handler is None:
+        _handler = logging.StreamHandler(sys.stderr)
+        _handler.setFormatter(logging.Formatter("%(message)s"))
+        log.addHandler(_handler)
+        log.setLevel(logging.INFO)
+        log.propagate = False
+
+
+def enabled(artifact: str) -> bool:
+    return artifact in _enabled
+
+
+def emit(artifact: str, text: str) -> None:
+    """Log ``text`` if ``artifact`` is on."""
+    if artifact in _enabled:
+        log.info(text)
+
+
+set_logs(os.environ.get("GRAPHJIT_LOGS", ""))

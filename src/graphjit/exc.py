@@ -1,0 +1,90 @@
+"""The three kinds of error graphjit knows, never mixed (STYLE.md habit 8).
+
+* :class:`Unsupported`: a graph break.  Something graphjit does not (yet) trace.  It
+  carries a structured reason (``gb_type``, ``context``, ``explanation``, ``hints``) and
+  the user's source location, so every break can say what, where and how to fix.
+* :class:`InternalError`: a bug in graphjit.  Never swallowed in tests; with
+  ``config.suppress_errors`` the frame falls back to eager and the error is logged.
+* A user exception raised inside traced code is re-raised by running the frame eagerly
+  (the traced program raised, so CPython must raise it in the same way).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import linecache
+
+
+@dataclasses.dataclass(frozen=True)
+class UserFrame:
+    """One user source location: ``filename:lineno`` in function ``name``."""
+
+    filename: str
+    lineno: int
+    name: str
+
+    @property
+    def line(self) -> str:
+        return linecache.getline(self.filename, self.lineno).strip()
+
+    def __str__(self) -> str:
+        return f'File "{self.filename}", line {self.lineno}, in {self.name}\n    {self.line}'
+
+
+class GraphjitError(Exception):
+    """Base of graphjit's own exceptions."""
+
+
+class Unsupported(GraphjitError):
+    """A construct graphjit cannot put in a graph: a graph break.
+
+    ``user_stack`` is innermost-last: the chain of inlined frames down to the construct.
+    """
+
+    def __init__(
+        self,
+        gb_type: str,
+        context: str = "",
+        explanation: str = "",
+        hints: tuple[str, ...] = (),
+    ) -> None:
+        self.gb_type = gb_type
+        self.context = context
+        self.explanation = explanation
+        self.hints = tuple(hints)
+        self.user_stack: list[UserFrame] = []
+        super().__init__(gb_type)
+
+    @property
+    def reason(self) -> str:
+        """One line: the break's type and context."""
+        return f"{self.gb_type}: {self.context}" if self.context else self.gb_type
+
+    def add_frame(self, frame: UserFrame) -> None:
+        """Record an enclosing user frame (called while the error unwinds outwards)."""
+        self.user_stack.insert(0, frame)
+
+    def __str__(self) -> str:
+        lines = [self.reason]
+        if self.explanation:
+            lines.append(f"  Explanation: {self.explanation}")
+        for hint in self.hints:
+            lines.append(f"  Hint: {hint}")
+        if self.user_stack:
+            lines.append("  User code (innermost last):")
+            for fr in self.user_stack:
+                lines.extend("    " + ln for ln in str(fr).splitlines())
+        return "\n".join(lines)
+
+
+class InternalError(GraphjitError):
+    """A bug in graphjit, with the user location it happened at when known."""
+
+
+class RestartAnalysis(GraphjitError):
+    """Tracing must start again from the first instruction (a break was recorded)."""
+
+
+def unsupported(gb_type: str, context: str = "", explanation: str = "", hints=()) -> Unsupported:
+    """Build (not raise) an :class:`Unsupported`; callers write ``raise unsupported(...)``."""
+    return Unsupported(gb_type, context, explanation, tuple(hints))

@@ -1,0 +1,65 @@
+"""PyCodegen: builds the instruction list of a transformed function.
+
+Generated callables (the compiled graph, resume functions, helpers) are referenced with
+``LOAD_CONST``: they live in the new code object's constants, not in the user's module
+globals, so nothing leaks into user namespaces and the load is the cheapest there is.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..bytecode.instruction import Instruction, create_call, create_instruction
+
+
+class PyCodegen:
+    """Accumulates instructions; ``new_var`` allocates temporary locals."""
+
+    def __init__(self, code) -> None:
+        self.code = code
+        self.instructions: list[Instruction] = []
+        self.new_varnames: list[str] = []
+        self.graph_outputs: dict = {}  # fx node -> temp local holding its value
+        self._tmp = 0
+
+    def __repr__(self) -> str:
+        return f"PyCodegen({self.code.co_name}, {len(self.instructions)} instructions)"
+
+    def append(self, inst: Instruction) -> None:
+        self.instructions.append(inst)
+
+    def extend(self, insts: list[Instruction]) -> None:
+        self.instructions.extend(insts)
+
+    def new_var(self, hint: str = "tmp") -> str:
+        while True:
+            name = f"___{hint}_{self._tmp}"
+            self._tmp += 1
+            if name not in self.code.co_varnames:
+                self.new_varnames.append(name)
+                return name
+
+    # -- emitters -------------------------------------------------------------------------
+    def load_const(self, value: Any) -> None:
+        self.append(create_instruction("LOAD_CONST", argval=value))
+
+    load_const_object = load_const
+
+    def push_null(self) -> None:
+        self.append(create_instruction("PUSH_NULL"))
+
+    def load_fast(self, name: str) -> None:
+        self.append(create_instruction("LOAD_FAST", argval=name))
+
+    def store_fast(self, name: str) -> None:
+        self.append(create_instruction("STORE_FAST", argval=name))
+
+    def call(self, nargs: int, kw_names: tuple[str, ...] = ()) -> None:
+        self.extend(create_call(nargs, kw_names))
+
+    def build(self, kind: type, n: int) -> None:
+        op = {tuple: "BUILD_TUPLE", list: "BUILD_LIST", dict: "BUILD_MAP", slice: "BUILD_SLICE"}[kind]
+        self.append(create_instruction(op, arg=n))
+
+    def return_value(self) -> None:
+        self.append(create_instruction("RETURN_VALUE"))

@@ -1,0 +1,117 @@
+"""compile_subgraph: finish the fx graph, call the backend, and emit the bytecode that
+calls the compiled graph and rebuilds the frame's return value from its outputs."""
+
+from __future__ import annotations
+
+import itertools
+import types
+
+import torch
+import torch.fx
+from torch._guards import TracingContext, tracing
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+from ..bytecode.instruction import create_instruction
+from ..exc import InternalError
+from ..variables import TensorVariable, VariableTracker
+from ..variables.sequences import BaseSequenceVariable, DictVariable
+from .codegen import PyCodegen
+from .output_graph import GraphArg, OutputGraph
+
+_counter = itertools.count()
+
+
+class CompiledGraph:
+    """The backend's callable for one graph, named ``__compiled_fn_<n>`` in bytecode."""
+
+    def __init__(self, name: str, gm: torch.fx.GraphModule, fn, graph_args: list[GraphArg]) -> None:
+        self.name, self.gm, self.fn, self.graph_args = name, gm, fn, graph_args
+        self.__name__ = self.__qualname__ = name
+
+    def __call__(self, *args):
+        return self.fn(*args)
+
+    def __repr__(self) -> str:
+        return f"<compiled graph {self.name}>"
+
+
+def collect_tensors(var: VariableTracker, out: list[TensorVariable]) -> None:
+    """Tensor trackers reachable from ``var`` (through tuples, lists and dicts)."""
+    if isinstance(var, TensorVariable):
+        out.append(var)
+    elif isinstance(var, BaseSequenceVariable):
+        for item in var.items:
+            collect_tensors(item, out)
+    elif isinstance(var, DictVariable):
+        for item in var.items.values():
+            collect_tensors(item, out)
+
+
+def graph_outputs_for(values: list[VariableTracker]) -> list[torch.fx.Node]:
+    """Nodes the graph must return: tensors that are not reloadable inputs, each once."""
+    tensors: list[TensorVariable] = []
+    for v in values:
+        collect_tensors(v, tensors)
+    nodes: dict[torch.fx.Node, None] = {}
+    for t in tensors:
+        if t.node.op == "placeholder" and t.source is not None:
+            continue
+        nodes.setdefault(t.node)
+    return list(nodes)
+
+
+def compile_subgraph(output: OutputGraph, out_nodes: list[torch.fx.Node], compiler_fn) -> CompiledGraph:
+    """Close the graph with ``out_nodes``, drop unused inputs, lint, call the backend."""
+    graph = output.graph
+    graph.output(tuple(out_nodes))
+    used = []
+    for arg in output.graph_args:
+        if arg.node.users:
+            used.append(arg)
+        else:
+            graph.erase_node(arg.node)
+    graph.lint()
+    gm = torch.fx.GraphModule(output.root, graph, class_name="GraphModule")
+    name = f"__compiled_fn_{next(_counter)}"
+    gm.meta["graphjit_name"] = name
+    example_inputs = [a.example for a in used]
+    with tracing(TracingContext(FakeTensorMode())):
+        fn = compiler_fn(gm, example_inputs)
+    if not callable(fn):
+        raise InternalError(f"backend returned a non-callable {type(fn).__name__}")
+    return CompiledGraph(name, gm, fn, used)
+
+
+def codegen_call_graph(cg: PyCodegen, compiled: CompiledGraph, out_nodes: list[torch.fx.Node]) -> None:
+    """``___out_0, ... = compiled(*inputs)``: call the graph, unpack into temp locals."""
+    cg.push_null()
+    cg.load_const_object(compiled)
+    for arg in compiled.graph_args:
+        cg.extend(arg.source.reconstruct())
+    cg.call(len(compiled.graph_args))
+    if not out_nodes:
+        cg.append(create_instruction("POP_TOP"))
+        return
+    cg.append(create_instruction("UNPACK_SEQUENCE", arg=len(out_nodes)))
+    for node in out_nodes:
+        name = cg.new_var("graph_out")
+        cg.graph_outputs[node] = name
+        cg.store_fast(name)
+
+
+def prefix_instructions(instructions) -> list:
+    """The frame set-up instructions (MAKE_CELL, COPY_FREE_VARS, RESUME) to keep."""
+    out = []
+    for inst in instructions:
+        if inst.opname in ("MAKE_CELL", "COPY_FREE_VARS"):
+            out.append(create_instruction(inst.opname, argval=inst.argval, arg=inst.arg))
+        elif inst.opname == "RESUME":
+            out.append(create_instruction("RESUME", arg=0))
+            break
+        else:
+            break
+    return out
+
+
+def code_overrides(code: types.CodeType, cg: PyCodegen) -> dict:
+    return {"co_varnames": code.co_varnames + tuple(cg.new_varnames)}

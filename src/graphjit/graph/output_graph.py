@@ -1,0 +1,230 @@
+"""OutputGraph: the fx graph being built for one frame, its fake tensors, inputs and guards.
+
+Contract:
+
+* Graph inputs are the tensors read through a Source (locals, globals, attributes); each
+  becomes one placeholder, deduplicated by object identity, with ``meta["example_value"]``
+  a FakeTensor and ``meta["source"]`` its Source, and a TENSOR_MATCH guard.
+* Parameters and buffers of ``nn.Module``s and tensors created outside the graph without a
+  source are ``get_attr`` nodes on ``self.root`` (the module the GraphModule is built on);
+  ``torch.nn`` modules called from traced code are ``call_module`` nodes.
+* :meth:`call` records one op: it runs the op on fake tensors (under the traced grad mode)
+  to get the result's metadata, then wraps the result in trackers.  An op that needs data
+  values (``nonzero``, ``item``) is a graph break.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from typing import Any
+
+import torch
+import torch.fx
+from torch._subclasses.fake_tensor import (
+    DataDependentOutputException,
+    DynamicOutputShapeException,
+    FakeTensorMode,
+)
+
+from ..exc import unsupported
+from ..guards.guard import Guard, GuardKind
+from ..sources import LocalSource, Source
+from ..variables.base import VariableTracker
+from ..variables.constant import ConstantVariable, is_constant_value
+from ..variables.sequences import ListVariable, SliceVariable, TupleVariable
+from ..variables.tensor import TensorVariable
+
+_UNSAFE_CHARS = re.compile(r"[^0-9a-zA-Z_]+")
+
+
+def _graph_name(source: Source) -> str:
+    if isinstance(source, LocalSource):
+        return source.local_name
+    name = _UNSAFE_CHARS.sub("_", source.display()).strip("_").lower()
+    return name or "arg"
+
+
+class GraphArg:
+    """One graph input: its source, the real tensor seen at trace time, its placeholder."""
+
+    __slots__ = ("source", "example", "node")
+
+    def __init__(self, source: Source, example: torch.Tensor, node: torch.fx.Node) -> None:
+        self.source, self.example, self.node = source, example, node
+
+    def __repr__(self) -> str:
+        return f"GraphArg({self.source.display()} -> {self.node.name})"
+
+
+class OutputGraph:
+    """The graph, fake mode, inputs and guards of one traced frame (plus inlined calls)."""
+
+    def __init__(self, f_globals: dict) -> None:
+        self.graph = torch.fx.Graph()
+        self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+        self.f_globals = f_globals
+        self.guards: dict[tuple, Guard] = {}
+        self.graph_args: list[GraphArg] = []
+        self._inputs_by_id: dict[int, TensorVariable] = {}
+        self._attrs_by_id: dict[int, tuple[str, Any]] = {}
+        self.root = torch.nn.Module()
+        self.grad_enabled = torch.is_grad_enabled()
+        self.keepalive: list[Any] = []
+
+    def __repr__(self) -> str:
+        return (f"OutputGraph({len(self.graph_args)} inputs, "
+                f"{self.count_calls()} ops, {len(self.guards)} guards)")
+
+    # -- guards ---------------------------------------------------------------------------
+    def add_guard(self, source: Source, kind: GuardKind, value: Any = None,
+                  other: Source | None = None) -> None:
+        guard = Guard(source, kind, value, other)
+        self.guards.setdefault(guard.key, guard)
+
+    # -- inputs ---------------------------------------------------------------------------
+    def add_input(self, tensor: torch.Tensor, source: Source) -> TensorVariable:
+        """The placeholder for ``tensor`` read through ``source`` (one per tensor object)."""
+        known = self._inputs_by_id.get(id(tensor))
+        if known is not None:
+            if known.source != source:
+                self.add_guard(source, GuardKind.TENSOR_ALIASING, other=known.source)
+            return TensorVariable(known.node, known.example_value, source=source)
+        name = _graph_name(source)
+        first = next((n for n in self.graph.nodes if n.op != "placeholder"), None)
+        with self.graph.inserting_before(first):
+            node = self.graph.placeholder(name)
+        fake = self.fake_mode.from_tensor(tensor, static_shapes=True)
+        node.meta["example_value"] = fake
+        node.meta["source"] = source
+        self.graph_args.append(GraphArg(source, tensor, node))
+        self.add_guard(source, GuardKind.TENSOR_MATCH, tensor)
+        var = TensorVariable(node, fake, source=source)
+        self._inputs_by_id[id(tensor)] = var
+        return var
+
+    def add_attr(self, value: Any, hint: str) -> str:
+        """Register a parameter, buffer, constant tensor or module on the root; its name."""
+        known = self._attrs_by_id.get(id(value))
+        if known is not None:
+            return known[0]
+        base = _UNSAFE_CHARS.sub("_", hint).strip("_").lower() or "attr"
+        name, i = base, 0
+        while hasattr(self.root, name):
+            i += 1
+            name = f"{base}_{i}"
+        if isinstance(value, torch.nn.Module):
+            self.root.add_module(name, value)
+        elif isinstance(value, torch.nn.Parameter):
+            self.root.register_parameter(name, value)
+        else:
+            self.root.register_buffer(name, value)
+        self._attrs_by_id[id(value)] = (name, value)
+        return name
+
+    def get_attr_tensor(self, tensor: torch.Tensor, hint: str, source: Source | None) -> TensorVariable:
+        name = self.add_attr(tensor, hint)
+        node = self.graph.get_attr(name)
+        fake = self.fake_mode.from_tensor(tensor, static_shapes=True)
+        node.meta["example_value"] = fake
+        return TensorVariable(node, fake, source=source)
+
+    # -- ops ------------------------------------------------------------------------------
+    def call(self, tx, op: str, target: Any, args: list, kwargs: dict) -> VariableTracker:
+        """Record ``op``/``target`` on tracker arguments; return the wrapped result."""
+        node_args = tuple(_to_node_arg(a) for a in args)
+        node_kwargs = {k: _to_node_arg(v) for k, v in kwargs.items()}
+        fake_args = torch.fx.node.map_arg(node_args, _example)
+        fake_kwargs = torch.fx.node.map_arg(node_kwargs, _example)
+        example = self._run_fake(op, target, fake_args, fake_kwargs)
+        node = self.graph.create_node(op, target, node_args, node_kwargs)
+        node.meta["stack"] = tx.user_stack_summary() if hasattr(tx, "user_stack_summary") else None
+        return self.wrap_result(node, example, op, target)
+
+    def _run_fake(self, op, target, args, kwargs):
+        try:
+            with self.fake_mode, torch.set_grad_enabled(self.grad_enabled):
+                if op == "call_function":
+                    return target(*args, **kwargs)
+                if op == "call_method":
+                    return getattr(args[0], target)(*args[1:], **kwargs)
+                if op == "call_module":
+                    return self.root.get_submodule(target)(*args, **kwargs)
+        except (DataDependentOutputException, DynamicOutputShapeException) as e:
+            raise unsupported(
+                "data-dependent operator",
+                f"{_target_name(op, target)}: {type(e).__name__}",
+                "The output of this operator depends on tensor values (dynamic shape or data).",
+                ["Avoid value-dependent shapes in the compiled region, or accept the graph break."],
+            ) from None
+        except torch._subclasses.fake_tensor.UnsupportedFakeTensorException as e:
+            raise unsupported("operator not supported on fake tensors",
+                              f"{_target_name(op, target)}: {e}") from None
+        except Exception as e:
+            raise unsupported(
+                "operator raised at trace time",
+                f"{_target_name(op, target)} raised {type(e).__name__}: {e}",
+                "Running the frame eagerly so the error is raised exactly as in eager mode.",
+            ) from None
+        raise AssertionError(op)
+
+    def wrap_result(self, node: torch.fx.Node, example: Any, op: str, target: Any) -> VariableTracker:
+        if isinstance(example, torch.Tensor):
+            node.meta["example_value"] = example
+            return TensorVariable(node, example)
+        if isinstance(example, (tuple, list)) and any(isinstance(e, torch.Tensor) for e in example):
+            node.meta["example_value"] = example
+            items = []
+            for i, e in enumerate(example):
+                if isinstance(e, torch.Tensor):
+                    item = self.graph.create_node("call_function", operator.getitem, (node, i))
+                    item.meta["example_value"] = e
+                    items.append(TensorVariable(item, e))
+                elif is_constant_value(e):
+                    items.append(ConstantVariable(e))
+                else:
+                    raise unsupported("unsupported operator output", f"{type(e).__name__} item")
+            fields = getattr(type(example), "_fields", None)
+            if isinstance(example, list):
+                return ListVariable(items)
+            return TupleVariable(items, namedtuple_cls=type(example) if fields else None)
+        mutating = isinstance(target, str) and target.endswith("_") or op == "call_module"
+        if example is None:
+            return ConstantVariable(None)
+        if is_constant_value(example):
+            if not mutating and not node.users:
+                self.graph.erase_node(node)
+            return ConstantVariable(example)
+        raise unsupported("unsupported operator output",
+                          f"{_target_name(op, target)} returned {type(example).__name__}")
+
+    def count_calls(self) -> int:
+        return sum(1 for n in self.graph.nodes if n.op in ("call_function", "call_method", "call_module"))
+
+
+def _target_name(op: str, target: Any) -> str:
+    if isinstance(target, str):
+        return f"Tensor.{target}" if op == "call_method" else target
+    mod = getattr(target, "__module__", None) or ""
+    name = getattr(target, "__qualname__", None) or getattr(target, "__name__", repr(target))
+    return f"{mod}.{name}" if mod and mod != "builtins" else name
+
+
+def _example(node: torch.fx.Node):
+    return node.meta["example_value"]
+
+
+def _to_node_arg(var: VariableTracker):
+    """A tracker as an fx argument: nodes for tensors, values for constants."""
+    if isinstance(var, TensorVariable):
+        return var.node
+    if isinstance(var, (TupleVariable, ListVariable)):
+        items = [_to_node_arg(v) for v in var.items]
+        return items if isinstance(var, ListVariable) else tuple(items)
+    if isinstance(var, SliceVariable):
+        return slice(*(_to_node_arg(p) for p in var.parts))
+    if isinstance(var, ConstantVariable):
+        return var.value
+    if var.is_python_constant():
+        return var.as_python_constant()
+    raise unsupported("unsupported argument to a tensor operation", repr(var))

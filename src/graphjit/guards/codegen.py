@@ -1,0 +1,165 @@
+"""Turn an entry's guards into one readable Python function.
+
+The guard function has the user function's signature (and its defaults), so CPython binds
+the arguments; locals are read by name, globals by name through the user's globals, free
+variables through the user's closure cells.  Constants the checks compare against live in
+closure cells named ``___cN``.  Checks run cheapest first: identities and types, then
+constants and lengths, then global state, then tensors.  A second function with the same
+signature, ``___why``, returns the label of the first failing check (recompile reasons).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import types
+from typing import Any, Callable
+
+import torch
+
+from ..sources import GuardScope, LocalSource
+from .guard import Guard, GuardKind
+
+_SIMPLE_CONSTANTS = (int, str, bool, type(None))
+
+
+@dataclasses.dataclass
+class GuardFunction:
+    """The compiled check, its source text, and the labelled parts (for logs)."""
+
+    check: Callable[..., bool]
+    why: Callable[..., str | None]
+    source: str
+    parts: list[tuple[str, str]]
+
+    def __repr__(self) -> str:
+        return f"GuardFunction({len(self.parts)} checks)"
+
+
+class _Consts:
+    def __init__(self) -> None:
+        self.values: list[Any] = []
+        self._by_id: dict[int, str] = {}
+
+    def ref(self, value: Any) -> str:
+        name = self._by_id.get(id(value))
+        if name is None:
+            name = f"___c{len(self.values)}"
+            self.values.append(value)
+            self._by_id[id(value)] = name
+        return name
+
+
+def signature_text(code: types.CodeType) -> str:
+    """The parameter list of ``code`` as Python source (``a, /, b, *args, c, **kw``)."""
+    names = code.co_varnames
+    npos, nkw = code.co_argcount, code.co_kwonlyargcount
+    parts = list(names[:npos])
+    if code.co_posonlyargcount:
+        parts.insert(code.co_posonlyargcount, "/")
+    i = npos + nkw
+    if code.co_flags & inspect.CO_VARARGS:
+        parts.append("*" + names[i])
+        i += 1
+    elif nkw:
+        parts.append("*")
+    parts.extend(names[npos:npos + nkw])
+    if code.co_flags & inspect.CO_VARKEYWORDS:
+        parts.append("**" + names[i])
+    return ", ".join(parts)
+
+
+def _tensor_parts(e: str, t: torch.Tensor, c: _Consts) -> list[str]:
+    parts = [f"type({e}) is {c.ref(type(t))}", f"{e}.dtype is {c.ref(t.dtype)}"]
+    if t.device.type != "cpu":
+        parts.append(f"{e}.device == {c.ref(t.device)}")
+    parts += [
+        f"{e}.requires_grad is {t.requires_grad}",
+        f"{e}.shape == {c.ref(t.shape)}",
+        f"{e}.stride() == {c.ref(t.stride())}",
+        f"___dispatch_keys({e}) == {c.ref(torch._C._dispatch_keys(t))}",
+    ]
+    return parts
+
+
+def guard_expressions(guard: Guard, scope: GuardScope, c: _Consts) -> list[str]:
+    e = guard.source.guard_expr(scope)
+    v = guard.value
+    k = guard.kind
+    if k is GuardKind.ID_MATCH:
+        return [f"{e} is {c.ref(v)}"]
+    if k is GuardKind.TYPE_MATCH:
+        return [f"type({e}) is {c.ref(v)}"]
+    if k is GuardKind.CONSTANT_MATCH:
+        if v is None or isinstance(v, bool):
+            return [f"{e} is {v!r}"]
+        if type(v) in _SIMPLE_CONSTANTS:
+            return [f"type({e}) is {type(v).__name__}", f"{e} == {v!r}"]
+        return [f"type({e}) is {c.ref(type(v))}", f"{e} == {c.ref(v)}"]
+    if k is GuardKind.LENGTH_CHECK:
+        return [f"type({e}) is {type(v).__name__}", f"len({e}) == {len(v)}"]
+    if k is GuardKind.TENSOR_MATCH:
+        return _tensor_parts(e, v, c)
+    if k is GuardKind.TENSOR_ALIASING:
+        return [f"{e} is {guard.other.guard_expr(scope)}"]
+    raise AssertionError(k)
+
+
+def build_guard_function(guards: list[Guard], code: types.CodeType, fn: types.FunctionType,
+                         global_state: dict[str, Any]) -> GuardFunction:
+    """Compile ``guards`` (plus the global-state checks) into a :class:`GuardFunction`."""
+    scope = GuardScope(frozenset(code.co_varnames + code.co_freevars))
+    c = _Consts()
+    ordered = sorted(guards, key=lambda g: (g.kind, len(g.source.display())))
+    parts: list[tuple[str, str]] = []
+    for g in ordered:
+        if g.kind is GuardKind.TENSOR_MATCH:
+            continue
+        parts += [(g.label(), expr) for expr in guard_expressions(g, scope, c)]
+    parts.append(("global GRAD_MODE", f"___grad_enabled() is {global_state['grad_enabled']}"))
+    parts.append(("global DEFAULT_DTYPE",
+                  f"___default_dtype() is {c.ref(global_state['default_dtype'])}"))
+    for g in ordered:
+        if g.kind is GuardKind.TENSOR_MATCH:
+            parts += [(g.label(), expr) for expr in guard_expressions(g, scope, c)]
+
+    sig = signature_text(code)
+    helpers = {"___grad_enabled": torch.is_grad_enabled,
+               "___default_dtype": torch.get_default_dtype,
+               "___dispatch_keys": torch._C._dispatch_keys,
+               "___G": fn.__globals__}
+    cell_names = [f"___c{i}" for i in range(len(c.values))] + list(helpers)
+    free = list(code.co_freevars)
+    body = " and\n            ".join(f"({expr})" for _, expr in parts) or "True"
+    why_lines = "\n".join(f"        if not ({expr}): return {label + ': ' + expr!r}"
+                          for label, expr in parts)
+    src = (
+        f"def ___make({', '.join(cell_names + free)}):\n"
+        f"    def ___guard({sig}):\n"
+        f"        return ({body})\n"
+        f"    def ___why({sig}):\n"
+        f"{why_lines}\n"
+        f"        return None\n"
+        f"    return ___guard, ___why\n"
+    )
+    ns: dict[str, Any] = {}
+    exec(compile(src, f"<graphjit guard {code.co_name}>", "exec"), ns)
+    cells = dict(zip(cell_names, [*c.values, *helpers.values()], strict=True))
+    real_cells = dict(zip(code.co_freevars, fn.__closure__ or (), strict=True))
+    made = ns["___make"](*[cells[n] for n in cell_names], *[None for _ in free])
+    check, why = (_rebind(f, fn, cells, real_cells) for f in made)
+    return GuardFunction(check, why, _pretty(src), parts)
+
+
+def _rebind(made: types.FunctionType, fn: types.FunctionType, cells: dict, real: dict):
+    closure = tuple(real[n] if n in real else types.CellType(cells[n]) for n in made.__code__.co_freevars)
+    out = types.FunctionType(made.__code__, fn.__globals__, made.__name__, fn.__defaults__, closure)
+    out.__kwdefaults__ = fn.__kwdefaults__
+    return out
+
+
+def _pretty(src: str) -> str:
+    return src
+
+
+__all__ = ["GuardFunction", "build_guard_function", "signature_text", "LocalSource"]

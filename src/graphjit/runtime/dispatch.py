@@ -1,0 +1,123 @@
+"""The dispatcher: per compiled function, a list of guarded cache entries.
+
+Hot path (``__call__``): run each entry's guard with the call's own arguments; the first
+that passes runs its transformed function.  On a miss the frame is traced again and a new
+entry is added; past ``config.recompile_limit`` entries the function runs eagerly, with one
+warning naming the guard that failed.  A call never runs stale code: every hit passed all
+of its entry's guards.
+"""
+
+from __future__ import annotations
+
+import logging
+import types
+import warnings
+import weakref
+from typing import Any
+
+from .. import config
+from ..backends.registry import lookup_backend
+from ..diagnostics import logs
+from ..exc import InternalError, Unsupported
+from . import stats
+from .convert_frame import CacheEntry, convert_frame
+
+_live: "weakref.WeakSet[CompiledFunction]" = weakref.WeakSet()
+log = logging.getLogger("graphjit")
+
+
+class CompiledFunction:
+    """``graphjit.compile(fn)``: calls ``fn`` through guarded, compiled cache entries."""
+
+    def __init__(self, fn: types.FunctionType, *, backend="inductor", fullgraph: bool = False,
+                 mode: str | None = None, options: dict | None = None, dynamic=None) -> None:
+        if not isinstance(fn, types.FunctionType):
+            raise TypeError(f"graphjit.compile expects a Python function, got {type(fn).__name__}")
+        self._fn = fn
+        self._backend = backend
+        self._compiler_fn = lookup_backend(backend, mode, options)
+        self._fullgraph = fullgraph
+        self._dynamic = dynamic
+        self._entries: list[CacheEntry] = []
+        self._run_eagerly = False
+        self.__wrapped__ = fn
+        self.__name__ = fn.__name__
+        self.__qualname__ = fn.__qualname__
+        self.__doc__ = fn.__doc__
+        _live.add(self)
+
+    def __repr__(self) -> str:
+        return f"<graphjit compiled {self._fn.__qualname__}: {len(self._entries)} entries>"
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return self
+        return types.MethodType(self, obj)
+
+    def __call__(self, *args, **kwargs):
+        for entry in self._entries:
+            if entry.guard.check(*args, **kwargs):
+                return entry.fn(*args, **kwargs)
+        return self._miss(args, kwargs)
+
+    def _reset(self) -> None:
+        self._entries.clear()
+        self._run_eagerly = False
+
+    def _miss(self, args: tuple, kwargs: dict) -> Any:
+        if self._run_eagerly:
+            return self._fn(*args, **kwargs)
+        if len(self._entries) >= config.recompile_limit:
+            reason = self._entries[0].guard.why(*args, **kwargs)
+            warnings.warn(
+                f"graphjit: {self._fn.__qualname__} hit the recompile limit "
+                f"({config.recompile_limit}); running it eagerly from now on. "
+                f"Last guard failure: {reason}", stacklevel=3)
+            self._run_eagerly = True
+            return self._fn(*args, **kwargs)
+        if self._entries:
+            stats.bump("recompiles")
+            reason = self._entries[0].guard.why(*args, **kwargs)
+            logs.emit("recompiles", f"Recompiling function {self._fn.__qualname__} in "
+                      f"{self._fn.__code__.co_filename}:{self._fn.__code__.co_firstlineno}\n"
+                      f"    triggered by the following guard failure(s):\n    - {reason}")
+        stats.bump("frames_total")
+        try:
+            entry = convert_frame(self._fn, args, kwargs, self._compiler_fn)
+        except Unsupported as e:
+            stats.bump("graph_breaks")
+            stats.record("break_reasons", e)
+            logs.emit("graph_breaks", f"Graph break in {self._fn.__qualname__}: {e}")
+            if self._fullgraph:
+                raise
+            self._run_eagerly = True
+            return self._fn(*args, **kwargs)
+        except InternalError:
+            if not config.suppress_errors:
+                raise
+            log.exception("graphjit internal error; running %s eagerly", self._fn.__qualname__)
+            self._run_eagerly = True
+            return self._fn(*args, **kwargs)
+        except Exception as e:
+            if not config.suppress_errors:
+                raise InternalError(
+                    f"while compiling {self._fn.__qualname__} "
+                    f"({self._fn.__code__.co_filename}:{self._fn.__code__.co_firstlineno}): "
+                    f"{type(e).__name__}: {e}") from e
+            log.exception("graphjit internal error; running %s eagerly", self._fn.__qualname__)
+            self._run_eagerly = True
+            return self._fn(*args, **kwargs)
+        if entry is None:
+            self._run_eagerly = True
+            return self._fn(*args, **kwargs)
+        stats.bump("frames_ok")
+        for g in entry.graphs:
+            stats.record("graphs", g)
+        self._entries.append(entry)
+        return entry.fn(*args, **kwargs)
+
+
+def reset_all() -> None:
+    for cf in list(_live):
+        cf._reset()
+    stats.clear()

@@ -1,0 +1,150 @@
+"""Sources: where a traced value came from.
+
+One Source gives three things (DESIGN.md): the guard expression that reads the value in
+the generated guard function, a human-readable name for logs (``L['x'].w``,
+``G['torch']``), and the bytecode that reloads the value inside the transformed function.
+
+Guard functions have the user function's signature and the user's globals, so a local is
+read by its own name and a global by its own name; the guard builder passes a
+``GuardScope`` saying which global names are shadowed (those are read through the
+globals dict instead).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from .bytecode.instruction import Instruction, create_instruction, create_load_global
+
+
+@dataclasses.dataclass(frozen=True)
+class GuardScope:
+    """Names the guard function binds as parameters (globals with these names are
+    shadowed and must be read through ``___G``)."""
+
+    local_names: frozenset[str]
+
+
+class Source:
+    """Base of all sources; subclasses are frozen dataclasses (hashable, comparable)."""
+
+    def display(self) -> str:
+        raise NotImplementedError(type(self).__name__)
+
+    def guard_expr(self, scope: GuardScope) -> str:
+        raise NotImplementedError(type(self).__name__)
+
+    def reconstruct(self) -> list[Instruction]:
+        raise NotImplementedError(type(self).__name__)
+
+    @property
+    def is_global(self) -> bool:
+        return False
+
+    def root(self) -> "Source":
+        return self
+
+    def __repr__(self) -> str:
+        return self.display()
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class LocalSource(Source):
+    """A fast local or argument; ``kind`` is ``"fast"``, ``"cell"`` or ``"free"``."""
+
+    local_name: str
+    kind: str = "fast"
+
+    def display(self) -> str:
+        return f"L[{self.local_name!r}]"
+
+    def guard_expr(self, scope: GuardScope) -> str:
+        # arguments are guard parameters; free variables are the guard's own free
+        # variables, bound to the user function's closure cells
+        return self.local_name
+
+    def reconstruct(self) -> list[Instruction]:
+        op = "LOAD_FAST" if self.kind == "fast" else "LOAD_DEREF"
+        return [create_instruction(op, argval=self.local_name)]
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class GlobalSource(Source):
+    """A name looked up in the function's globals (then builtins), as LOAD_GLOBAL does."""
+
+    global_name: str
+
+    def display(self) -> str:
+        return f"G[{self.global_name!r}]"
+
+    def guard_expr(self, scope: GuardScope) -> str:
+        if self.global_name in scope.local_names or not self.global_name.isidentifier():
+            return f"___G[{self.global_name!r}]"
+        return self.global_name
+
+    def reconstruct(self) -> list[Instruction]:
+        return [create_load_global(self.global_name, push_null=False)]
+
+    @property
+    def is_global(self) -> bool:
+        return True
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class AttrSource(Source):
+    """``base.attr``."""
+
+    base: Source
+    attr: str
+
+    def display(self) -> str:
+        return f"{self.base.display()}.{self.attr}"
+
+    def guard_expr(self, scope: GuardScope) -> str:
+        return f"{self.base.guard_expr(scope)}.{self.attr}"
+
+    def reconstruct(self) -> list[Instruction]:
+        return [*self.base.reconstruct(), create_instruction("LOAD_ATTR", argval=self.attr)]
+
+    @property
+    def is_global(self) -> bool:
+        return self.base.is_global
+
+    def root(self) -> Source:
+        return self.base.root()
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class GetItemSource(Source):
+    """``base[index]`` for a constant index (int or str)."""
+
+    base: Source
+    index: Any
+
+    def display(self) -> str:
+        return f"{self.base.display()}[{self.index!r}]"
+
+    def guard_expr(self, scope: GuardScope) -> str:
+        return f"{self.base.guard_expr(scope)}[{self.index!r}]"
+
+    def reconstruct(self) -> list[Instruction]:
+        return [
+            *self.base.reconstruct(),
+            create_instruction("LOAD_CONST", argval=self.index),
+            create_instruction("BINARY_SUBSCR", arg=0),
+        ]
+
+    @property
+    def is_global(self) -> bool:
+        return self.base.is_global
+
+    def root(self) -> Source:
+        return self.base.root()
+
+
+def module_attr_source(base: Source, attr: str, kind: str) -> Source:
+    """Source of ``module.attr`` for an ``nn.Module`` attribute stored in ``_modules``,
+    ``_parameters`` or ``_buffers`` (``kind``): read straight from that dict, which is
+    what ``Module.__getattr__`` does, without the cost of calling it in guards."""
+    return GetItemSource(AttrSource(base, kind), attr)

@@ -1,0 +1,97 @@
+"""Helpers for differential tests: run a function eagerly and compiled, compare everything.
+
+``check_same(fn, *args)`` runs ``fn`` eagerly on deep copies of the arguments and compiled
+on other copies, then compares return values (tensors exactly: dtype, shape, values),
+the arguments afterwards (mutations), captured stdout, and the exception raised (type and
+message).  It returns the :class:`CompileCounter` so tests can assert graph counts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import io
+from typing import Any, Callable
+
+import torch
+
+from .api import compile, reset
+
+
+class CompileCounter:
+    """A backend that counts graphs and ops and runs the graph eagerly."""
+
+    def __init__(self) -> None:
+        self.frame_count = 0
+        self.op_count = 0
+        self.graphs: list[torch.fx.GraphModule] = []
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+        self.frame_count += 1
+        self.graphs.append(gm)
+        self.op_count += sum(1 for n in gm.graph.nodes
+                             if n.op in ("call_function", "call_method", "call_module"))
+        return gm.forward
+
+    def __repr__(self) -> str:
+        return f"CompileCounter(frames={self.frame_count}, ops={self.op_count})"
+
+
+def assert_equal(actual: Any, expected: Any, path: str = "result") -> None:
+    """Structural equality; tensors must match exactly in dtype, shape and values."""
+    if isinstance(expected, torch.Tensor):
+        assert isinstance(actual, torch.Tensor), f"{path}: expected a tensor, got {type(actual)}"
+        assert actual.dtype == expected.dtype, f"{path}: dtype {actual.dtype} != {expected.dtype}"
+        assert actual.shape == expected.shape, f"{path}: shape {actual.shape} != {expected.shape}"
+        assert actual.requires_grad == expected.requires_grad, f"{path}: requires_grad differs"
+        torch.testing.assert_close(actual, expected, rtol=1e-5, atol=1e-6, equal_nan=True,
+                                   msg=lambda m: f"{path}: {m}")
+    elif isinstance(expected, (tuple, list)):
+        assert type(actual) is type(expected), f"{path}: {type(actual)} != {type(expected)}"
+        assert len(actual) == len(expected), f"{path}: length {len(actual)} != {len(expected)}"
+        for i, (a, e) in enumerate(zip(actual, expected)):
+            assert_equal(a, e, f"{path}[{i}]")
+    elif isinstance(expected, dict):
+        assert type(actual) is type(expected) and actual.keys() == expected.keys(), path
+        for k in expected:
+            assert_equal(actual[k], expected[k], f"{path}[{k!r}]")
+    else:
+        assert type(actual) is type(expected), f"{path}: {type(actual)} != {type(expected)}"
+        if isinstance(expected, float) and expected != expected:
+            assert actual != actual, path
+        else:
+            assert actual == expected, f"{path}: {actual!r} != {expected!r}"
+
+
+def _run(fn, args, kwargs):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        try:
+            return ("ok", fn(*args, **kwargs)), out.getvalue()
+        except Exception as e:  # the user's exception is part of the behaviour
+            return ("raised", e), out.getvalue()
+
+
+def check_same(fn: Callable, *args, backend=None, fullgraph: bool = False, calls: int = 2,
+               reset_first: bool = True, **kwargs) -> CompileCounter:
+    """Run ``fn`` eagerly and compiled ``calls`` times on copies of the arguments and
+    assert identical behaviour; returns the counter backend used."""
+    if reset_first:
+        reset()
+    counter = CompileCounter()
+    compiled = compile(fn, backend=backend or counter, fullgraph=fullgraph)
+    for _ in range(calls):
+        e_args, e_kwargs = copy.deepcopy((args, kwargs))
+        c_args, c_kwargs = copy.deepcopy((args, kwargs))
+        expected, e_out = _run(fn, e_args, e_kwargs)
+        actual, c_out = _run(compiled, c_args, c_kwargs)
+        assert c_out == e_out, f"stdout differs:\ncompiled: {c_out!r}\neager:    {e_out!r}"
+        assert actual[0] == expected[0], f"eager {expected[0]} {expected[1]!r}, compiled {actual[0]} {actual[1]!r}"
+        if expected[0] == "raised":
+            assert type(actual[1]) is type(expected[1]) and str(actual[1]) == str(expected[1]), (
+                f"exception differs: {actual[1]!r} vs {expected[1]!r}")
+        else:
+            assert_equal(actual[1], expected[1])
+        assert_equal(c_args, e_args, "args after the call")
+        assert_equal(c_kwargs, e_kwargs, "kwargs after the call")
+    return counter

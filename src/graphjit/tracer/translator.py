@@ -1,0 +1,296 @@
+"""The symbolic interpreter of CPython 3.11 bytecode.
+
+Design:
+
+* One method per opcode, named after it (handlers live in the ``handlers_*`` mixins by
+  family).  The dispatch table is built once per class from those names; an opcode with
+  no handler must be listed in :data:`UNSUPPORTED_OPCODES` and raises a structured graph
+  break.  A test checks that the two sets cover all of 3.11 and are disjoint.
+* Handlers take ``(self, inst)`` and act on ``self.stack`` / ``self.symbolic_locals``;
+  per-frame state lives on the translator, session state on ``self.output``.
+* With ``config.debug_checks`` on (always in tests) the stack change of each handler is
+  checked against ``dis.stack_effect`` (PRECALL+CALL as one logical call).
+* :class:`InstructionTranslator` traces the frame being compiled; user functions called
+  from it are traced by an :class:`InliningTranslator` that writes into the same graph.
+"""
+
+from __future__ import annotations
+
+import dis
+import inspect
+import types
+from typing import Any
+
+from .. import config
+from ..bytecode import decode, stack_effect
+from ..bytecode.instruction import Instruction
+from ..exc import InternalError, Unsupported, UserFrame, unsupported
+from ..sources import LocalSource
+from ..variables import CellVariable, TupleVariable, VariableTracker
+from ..variables.sequences import DictVariable
+from .handlers_control import ControlHandlers
+from .handlers_load_store import LoadStoreHandlers
+from .handlers_ops import OpHandlers
+from .handlers_stack import StackHandlers
+
+#: Opcodes the translator refuses (graph break), each with the reason.
+UNSUPPORTED_OPCODES: dict[str, str] = {
+    "CACHE": "inline cache entry (never decoded)",
+    "EXTENDED_ARG": "folded into the next instruction by the decoder",
+    "YIELD_VALUE": "generators", "RETURN_GENERATOR": "generators", "SEND": "generators",
+    "GET_YIELD_FROM_ITER": "generators", "GET_AWAITABLE": "coroutines",
+    "GET_AITER": "async iteration", "GET_ANEXT": "async iteration",
+    "END_ASYNC_FOR": "async iteration", "BEFORE_ASYNC_WITH": "async with",
+    "ASYNC_GEN_WRAP": "async generators", "IMPORT_STAR": "import *",
+    "SETUP_ANNOTATIONS": "annotations at module scope", "LOAD_BUILD_CLASS": "class definitions",
+    "PRINT_EXPR": "interactive mode", "LOAD_NAME": "module/class scope",
+    "STORE_NAME": "module/class scope", "DELETE_NAME": "module/class scope",
+    "RAISE_VARARGS": "raising exceptions", "RERAISE": "exception handling",
+    "PUSH_EXC_INFO": "exception handling", "POP_EXCEPT": "exception handling",
+    "CHECK_EXC_MATCH": "exception handling", "CHECK_EG_MATCH": "exception groups",
+    "PREP_RERAISE_STAR": "exception groups", "WITH_EXCEPT_START": "exception handling",
+    "MATCH_MAPPING": "match statements", "MATCH_SEQUENCE": "match statements",
+    "MATCH_KEYS": "match statements", "MATCH_CLASS": "match statements",
+    "GET_LEN": "match statements", "IMPORT_NAME": "imports inside traced code",
+    "IMPORT_FROM": "imports inside traced code", "STORE_GLOBAL": "writes to globals",
+    "DELETE_GLOBAL": "deleting globals", "DELETE_ATTR": "deleting attributes",
+    "DELETE_SUBSCR": "deleting items", "DELETE_DEREF": "deleting cells",
+    "LOAD_CLASSDEREF": "class bodies", "SET_ADD": "sets", "SET_UPDATE": "sets",
+    "BUILD_SET": "sets", "LOAD_ASSERTION_ERROR": "failing assert statements",
+}
+
+MAX_STEPS = 200_000
+MAX_INLINE_DEPTH = 32
+
+_DECODED: dict[types.CodeType, list[Instruction]] = {}
+
+
+def decode_cached(code: types.CodeType) -> list[Instruction]:
+    """Decoded instructions of ``code`` (shared: translators never mutate them)."""
+    insts = _DECODED.get(code)
+    if insts is None:
+        insts = _DECODED[code] = decode(code)
+    return insts
+
+
+class TranslatorBase(StackHandlers, LoadStoreHandlers, OpHandlers, ControlHandlers):
+    """State and main loop shared by the root and inlining translators."""
+
+    dispatch_table: dict[int, Any] = {}
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.dispatch_table = {}
+        for name, op in dis.opmap.items():
+            handler = getattr(cls, name, None)
+            if handler is not None:
+                cls.dispatch_table[op] = handler
+
+    def __init__(self, code: types.CodeType, f_globals: dict, output, parent=None) -> None:
+        self.code = code
+        self.instructions = decode_cached(code)
+        self.indexof = {id(inst): i for i, inst in enumerate(self.instructions)}
+        self.f_globals = f_globals
+        self.f_builtins = f_globals.get("__builtins__", __builtins__)
+        if isinstance(self.f_builtins, types.ModuleType):
+            self.f_builtins = self.f_builtins.__dict__
+        self.output = output
+        self.parent = parent
+        self.stack: list[VariableTracker] = []
+        self.symbolic_locals: dict[str, VariableTracker] = {}
+        self.cells: dict[str, CellVariable] = {}
+        self.ip = 0
+        self.current_inst: Instruction | None = None
+        self.lineno = code.co_firstlineno
+        self.kw_names: tuple[str, ...] | None = None
+        self.return_value: VariableTracker | None = None
+        self.done = False
+        self.steps = 0
+        self._pending_precall = 0
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.code.co_name} @ line {self.lineno}, ip={self.ip})"
+
+    # -- stack helpers ------------------------------------------------------------------
+    def push(self, value: VariableTracker) -> None:
+        assert isinstance(value, VariableTracker), value
+        self.stack.append(value)
+
+    def pop(self) -> VariableTracker:
+        return self.stack.pop()
+
+    def popn(self, n: int) -> list[VariableTracker]:
+        if n == 0:
+            return []
+        items = self.stack[-n:]
+        del self.stack[-n:]
+        return items
+
+    def jump_to(self, target: Instruction) -> None:
+        self.ip = self.indexof[id(target)]
+
+    # -- main loop ------------------------------------------------------------------------
+    def run(self) -> None:
+        while not self.done:
+            self.step()
+
+    def step(self) -> None:
+        inst = self.instructions[self.ip]
+        self.current_inst = inst
+        self.ip += 1
+        self.steps += 1
+        if self.steps > MAX_STEPS:
+            raise unsupported("trace too long", f"more than {MAX_STEPS} instructions traced",
+                              "A loop ran too long to unroll at trace time.")
+        if inst.positions is not None and inst.positions.lineno is not None:
+            self.lineno = inst.positions.lineno
+        handler = self.dispatch_table.get(inst.opcode)
+        try:
+            if handler is None:
+                raise unsupported(f"unsupported bytecode {inst.opname}",
+                                  UNSUPPORTED_OPCODES.get(inst.opname, inst.opname))
+            if config.debug_checks:
+                self._checked_step(handler, inst)
+            else:
+                handler(self, inst)
+        except Unsupported as e:
+            if not getattr(e, "_frame_added", False):
+                e.add_frame(self.user_frame())
+                e._frame_added = True
+            raise
+
+    def _checked_step(self, handler, inst: Instruction) -> None:
+        before = len(self.stack)
+        ip_before = self.ip
+        handler(self, inst)
+        if self.done:
+            return
+        jumped = self.ip != ip_before
+        expected = stack_effect(inst, jump=jumped if inst.target is not None else None)
+        if inst.opname == "PRECALL":
+            self._pending_precall = expected
+            expected = 0
+        elif inst.opname == "CALL":
+            expected += self._pending_precall
+            self._pending_precall = 0
+        actual = len(self.stack) - before
+        if actual != expected:
+            raise InternalError(f"stack effect of {inst.opname} at line {self.lineno} in "
+                                f"{self.code.co_name}: expected {expected}, got {actual}")
+
+    def user_frame(self) -> UserFrame:
+        return UserFrame(self.code.co_filename, self.lineno, self.code.co_name)
+
+    def user_stack(self) -> list[UserFrame]:
+        frames = []
+        tx = self
+        while tx is not None:
+            frames.insert(0, tx.user_frame())
+            tx = tx.parent
+        return frames
+
+    def user_stack_summary(self) -> str:
+        return " <- ".join(f"{f.name}:{f.lineno}" for f in reversed(self.user_stack()))
+
+    # -- calls ----------------------------------------------------------------------------
+    def call_function(self, fn: VariableTracker, args: list, kwargs: dict) -> VariableTracker:
+        return fn.call_function(self, args, kwargs)
+
+    def inline_user_function(self, fn_var, args: list, kwargs: dict) -> VariableTracker:
+        """Trace a Python function's body into this graph; return its result tracker."""
+        code = fn_var.get_code()
+        if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
+            raise unsupported("generator function", f"call to generator {code.co_name}",
+                              "Generators and coroutines are not traced yet.")
+        depth, tx = 0, self
+        while tx is not None:
+            depth, tx = depth + 1, tx.parent
+        if depth > MAX_INLINE_DEPTH:
+            raise unsupported("inlining too deep", f"{code.co_name}: depth {depth}",
+                              "Recursion is not traced.")
+        bound = bind_arguments(self, fn_var, code, args, kwargs)
+        child = InliningTranslator(code, fn_var.get_globals(), self.output, self, bound,
+                                   fn_var.get_closure_cells(self))
+        child.run()
+        return child.return_value
+
+
+def bind_arguments(tx, fn_var, code: types.CodeType, args: list, kwargs: dict) -> dict:
+    """Bind trackers to ``code``'s parameters as CPython would (defaults included)."""
+    defaults, kwdefaults = fn_var.get_defaults(tx)
+    dummy = types.FunctionType(
+        code, {}, code.co_name, tuple(defaults) or None,
+        tuple(types.CellType() for _ in code.co_freevars) or None)
+    dummy.__kwdefaults__ = kwdefaults or None
+    try:
+        ba = inspect.signature(dummy).bind(*args, **kwargs)
+    except TypeError as e:
+        raise unsupported("call with wrong arguments", f"{code.co_name}: {e}",
+                          "Running eagerly so Python raises the TypeError itself.") from None
+    ba.apply_defaults()
+    bound = {}
+    for name, value in ba.arguments.items():
+        kind = ba.signature.parameters[name].kind
+        if kind is inspect.Parameter.VAR_POSITIONAL:
+            value = TupleVariable(list(value))
+        elif kind is inspect.Parameter.VAR_KEYWORD:
+            value = DictVariable(dict(value))
+        bound[name] = value
+    return bound
+
+
+class InliningTranslator(TranslatorBase):
+    """Traces a called user function into the caller's graph."""
+
+    def __init__(self, code, f_globals, output, parent, bound: dict, closure_cells: list) -> None:
+        super().__init__(code, f_globals, output, parent)
+        for name in code.co_cellvars:
+            self.cells[name] = CellVariable(bound.pop(name, None), name, pre_existing=False)
+        for name, cell in zip(code.co_freevars, closure_cells, strict=True):
+            self.cells[name] = cell
+        self.symbolic_locals.update(bound)
+
+    def RETURN_VALUE(self, inst: Instruction) -> None:
+        self.return_value = self.pop()
+        self.done = True
+
+
+class InstructionTranslator(TranslatorBase):
+    """Traces the frame being compiled.  Arguments and closure contents are wrapped
+    lazily, on first use, so unused inputs get no guards."""
+
+    def __init__(self, code, f_globals, output, f_locals: dict, closure: tuple | None) -> None:
+        super().__init__(code, f_globals, output, None)
+        self.lazy_locals = dict(f_locals)
+        cellvars = set(code.co_cellvars)
+        for name in code.co_cellvars:
+            self.cells[name] = CellVariable(None, name, pre_existing=False)
+            if name in self.lazy_locals:
+                self.cells[name].contents = VariableTracker.build(
+                    self, self.lazy_locals.pop(name), LocalSource(name, "cell"))
+        self.lazy_cells = dict(zip(code.co_freevars, closure or (), strict=True))
+        self.lazy_locals = {k: v for k, v in self.lazy_locals.items() if k not in cellvars}
+
+    def local(self, name: str) -> VariableTracker | None:
+        var = self.symbolic_locals.get(name)
+        if var is None and name in self.lazy_locals:
+            var = VariableTracker.build(self, self.lazy_locals.pop(name), LocalSource(name))
+            self.symbolic_locals[name] = var
+        return var
+
+    def cell(self, name: str) -> CellVariable:
+        cell = self.cells.get(name)
+        if cell is None:
+            real = self.lazy_cells[name]
+            try:
+                contents = real.cell_contents
+            except ValueError:
+                raise unsupported("empty closure cell", name) from None
+            cell = CellVariable(VariableTracker.build(self, contents, LocalSource(name, "free")),
+                                name, pre_existing=True)
+            self.cells[name] = cell
+        return cell
+
+    def RETURN_VALUE(self, inst: Instruction) -> None:
+        self.return_value = self.pop()
+        self.done = True

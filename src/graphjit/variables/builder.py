@@ -1,0 +1,106 @@
+"""``VariableTracker.build``: the one factory from Python values to trackers.
+
+With a source the value existed before tracing: the tracker is guarded (``ID_MATCH`` for
+functions, modules and classes; ``CONSTANT_MATCH`` for constants; ``TENSOR_MATCH`` for
+tensors, which become graph inputs; ``LENGTH_CHECK`` for tuples and lists, whose items are
+built through ``GetItemSource``).  Without a source it was made during tracing: no guard.
+"""
+
+from __future__ import annotations
+
+import builtins
+import sys
+import types
+from typing import Any
+
+import torch
+
+from ..exc import unsupported
+from ..guards.guard import GuardKind
+from ..sources import GetItemSource, Source
+from .base import ValueMutationExisting, VariableTracker
+from .builtins import BuiltinVariable, is_pure_builtin
+from .constant import ConstantVariable, is_constant_value
+from .functions import UserFunctionVariable
+from .misc import ClassVariable, OpaqueCallableVariable, PythonModuleVariable, UserObjectVariable
+from .nn_module import NNModuleVariable
+from .sequences import ListVariable, TupleVariable
+from .tensor import TensorVariable
+from .torch_function import TorchFunctionVariable, is_torch_callable
+
+_STDLIB_PREFIXES = tuple(
+    p for p in {sys.prefix + "/lib/python3.11/", sys.base_prefix + "/lib/python3.11/"}
+)
+
+
+def build(tx, value: Any, source: Source | None = None) -> VariableTracker:
+    """Wrap ``value``; see the module docstring for the guards installed."""
+    out = tx.output
+    guard = out.add_guard if source is not None else _no_guard
+    if isinstance(value, torch.Tensor):
+        if source is None:
+            return out.get_attr_tensor(value, "const_tensor", None)
+        var = out.add_input(value, source)
+        var.class_type = type(value)
+        return var
+    if is_constant_value(value):
+        guard(source, GuardKind.CONSTANT_MATCH, value)
+        return ConstantVariable(value, source=source)
+    if type(value) in (tuple, list):
+        guard(source, GuardKind.LENGTH_CHECK, value)
+        items = [build(tx, v, GetItemSource(source, i) if source is not None else None)
+                 for i, v in enumerate(value)]
+        if type(value) is tuple:
+            return TupleVariable(items, source=source)
+        mt = ValueMutationExisting() if source is not None else None
+        return ListVariable(items, mutation_type=mt, source=source)
+    if isinstance(value, types.ModuleType):
+        guard(source, GuardKind.ID_MATCH, value)
+        return PythonModuleVariable(value, source=source)
+    if isinstance(value, torch.nn.Module):
+        guard(source, GuardKind.ID_MATCH, value)
+        return NNModuleVariable(value, source=source)
+    if isinstance(value, type):
+        guard(source, GuardKind.ID_MATCH, value)
+        return ClassVariable(value, source=source)
+    if callable(value):
+        return _build_callable(tx, value, source, guard)
+    if type(value).__module__ not in ("builtins",) and hasattr(value, "__dict__"):
+        guard(source, GuardKind.TYPE_MATCH, type(value))
+        return UserObjectVariable(value, source=source)
+    raise unsupported("unsupported Python value", f"{type(value).__qualname__} at "
+                      f"{source.display() if source else 'a temporary'}")
+
+
+def _build_callable(tx, value, source, guard) -> VariableTracker:
+    if is_torch_callable(value):
+        guard(source, GuardKind.ID_MATCH, value)
+        return TorchFunctionVariable(value, source=source)
+    if isinstance(value, types.MethodType):
+        self_var = build(tx, value.__self__, None if source is None else _attr(source, "__self__"))
+        fn_var = build(tx, value.__func__)
+        from .misc import BoundUserMethodVariable
+
+        return BoundUserMethodVariable(fn_var, self_var, source=source)
+    if isinstance(value, types.FunctionType):
+        guard(source, GuardKind.ID_MATCH, value)
+        filename = value.__code__.co_filename
+        if filename.startswith(_STDLIB_PREFIXES) and "site-packages" not in filename:
+            return OpaqueCallableVariable(value, "skipped standard-library function", source=source)
+        return UserFunctionVariable(value, source=source)
+    if isinstance(value, (types.BuiltinFunctionType, types.BuiltinMethodType)) and (
+            getattr(builtins, getattr(value, "__name__", ""), None) is value or is_pure_builtin(value)):
+        guard(source, GuardKind.ID_MATCH, value)
+        return BuiltinVariable(value, source=source)
+    guard(source, GuardKind.ID_MATCH, value)
+    return OpaqueCallableVariable(value, "unsupported callable", source=source)
+
+
+def _attr(source: Source, name: str) -> Source:
+    from ..sources import AttrSource
+
+    return AttrSource(source, name)
+
+
+def _no_guard(*args, **kwargs) -> None:
+    return None

@@ -1,0 +1,102 @@
+"""Callables written in Python: user functions (inlined), functions made while tracing
+(lambdas, comprehensions, closures), and bound methods of trackers."""
+
+from __future__ import annotations
+
+import types
+
+from ..exc import unsupported
+from .base import AttributeMutationNew, VariableTracker
+
+
+class BoundMethodVariable(VariableTracker):
+    """``obj.name`` where calling it means ``obj.call_method(name, ...)``."""
+
+    def __init__(self, obj: VariableTracker, name: str, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.obj, self.name = obj, name
+
+    def _repr_body(self) -> str:
+        return f"{self.obj!r}.{self.name}"
+
+    def call_function(self, tx, args, kwargs) -> VariableTracker:
+        return self.obj.call_method(tx, self.name, args, kwargs)
+
+
+class UserFunctionVariable(VariableTracker):
+    """A plain Python function that existed before tracing; calls are inlined."""
+
+    def __init__(self, fn: types.FunctionType, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.fn = fn
+
+    def _repr_body(self) -> str:
+        return self.fn.__qualname__
+
+    def python_type(self) -> type:
+        return types.FunctionType
+
+    def as_python_constant(self):
+        return self.fn
+
+    def get_code(self) -> types.CodeType:
+        return self.fn.__code__
+
+    def get_globals(self) -> dict:
+        return self.fn.__globals__
+
+    def get_defaults(self, tx) -> tuple[list, dict]:
+        defaults = [VariableTracker.build(tx, d) for d in (self.fn.__defaults__ or ())]
+        kwdefaults = {k: VariableTracker.build(tx, v)
+                      for k, v in (self.fn.__kwdefaults__ or {}).items()}
+        return defaults, kwdefaults
+
+    def get_closure_cells(self, tx) -> list:
+        from .misc import CellVariable
+
+        cells = []
+        for name, cell in zip(self.fn.__code__.co_freevars, self.fn.__closure__ or (), strict=True):
+            try:
+                contents = cell.cell_contents
+            except ValueError:
+                raise unsupported("empty closure cell", f"{self.fn.__qualname__}: {name}") from None
+            cells.append(CellVariable(VariableTracker.build(tx, contents), name=name, pre_existing=True))
+        return cells
+
+    def call_function(self, tx, args, kwargs) -> VariableTracker:
+        return tx.inline_user_function(self, args, kwargs)
+
+
+class NestedUserFunctionVariable(UserFunctionVariable):
+    """A function created by MAKE_FUNCTION while tracing (lambda, comprehension, closure).
+
+    ``closure`` is a list of CellVariables; the function object exists only as a tracker
+    and cannot escape the graph yet (returning it is a graph break).
+    """
+
+    def __init__(self, code, f_globals, name, defaults, kwdefaults, closure, **kwargs) -> None:
+        VariableTracker.__init__(self, mutation_type=AttributeMutationNew(), **kwargs)
+        self.code, self.f_globals, self.name = code, f_globals, name
+        self.defaults, self.kwdefaults, self.closure = defaults, kwdefaults, closure
+
+    def _repr_body(self) -> str:
+        return self.name
+
+    def as_python_constant(self):
+        raise unsupported("not a constant", f"nested function {self.name}")
+
+    def get_code(self):
+        return self.code
+
+    def get_globals(self):
+        return self.f_globals
+
+    def get_defaults(self, tx):
+        return list(self.defaults), dict(self.kwdefaults)
+
+    def get_closure_cells(self, tx):
+        return list(self.closure)
+
+    def reconstruct(self, cg) -> None:
+        raise unsupported("nested function escapes", f"{self.name} is returned or stored",
+                          "Functions created inside the compiled region cannot leave it yet.")

@@ -1,0 +1,134 @@
+"""Tensors: an fx node plus its FakeTensor (``node.meta["example_value"]``).
+
+Metadata (dtype, device, shape, ndim, ...) is read from the fake tensor and becomes a
+trace-time constant: shapes are static and guarded by TENSOR_MATCH.  Everything that
+computes goes into the graph.  What depends on tensor *data* (``item()``, ``bool()``,
+``tolist()``) cannot be known at trace time and is a graph break.
+"""
+
+from __future__ import annotations
+
+import operator
+
+import torch
+import torch.fx
+
+from ..exc import unsupported
+from .base import VariableTracker
+from .constant import ConstantVariable
+
+#: Tensor attributes that are trace-time constants, read from the fake tensor.
+CONSTANT_ATTRS = frozenset({
+    "dtype", "device", "shape", "ndim", "requires_grad", "is_cuda", "is_sparse",
+    "is_quantized", "is_meta", "layout", "is_leaf", "is_complex_t", "itemsize", "nbytes",
+    "is_mkldnn", "is_nested", "is_cpu",
+})
+
+#: Tensor attributes that produce a new tensor (recorded as ``getattr`` nodes).
+TENSOR_ATTRS = frozenset({"T", "mT", "H", "mH", "real", "imag"})
+
+#: Methods whose result is metadata (constant under static shapes).
+CONSTANT_METHODS = frozenset({
+    "size", "dim", "ndimension", "numel", "nelement", "stride", "is_contiguous",
+    "is_floating_point", "is_complex", "element_size", "get_device", "is_signed",
+    "storage_offset", "is_inference", "has_names", "__len__",
+})
+
+#: Methods that read tensor data into Python: a graph break by nature.
+DATA_DEPENDENT_METHODS = {
+    "item": "Tensor.item() reads a value out of the tensor",
+    "tolist": "Tensor.tolist() reads values out of the tensor",
+    "numpy": "Tensor.numpy() leaves the graph",
+    "__bool__": "bool(tensor) depends on the tensor's data",
+    "__int__": "int(tensor) depends on the tensor's data",
+    "__float__": "float(tensor) depends on the tensor's data",
+    "__index__": "using a tensor as an index depends on its data",
+    "backward": "Tensor.backward() runs autograd outside the graph",
+    "data_ptr": "Tensor.data_ptr() is a runtime address",
+    "__iter__": "iterating a tensor is not traced yet",
+}
+
+
+class TensorVariable(VariableTracker):
+    """A tensor in the graph; ``node`` is its fx node, ``example_value`` its fake."""
+
+    def __init__(self, node: torch.fx.Node, example_value, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.node = node
+        self.example_value = example_value
+        self.class_type: type = torch.Tensor
+
+    def _repr_body(self) -> str:
+        ev = self.example_value
+        shape = "x".join(map(str, ev.shape)) or "scalar"
+        return f"{self.node.name}: {str(ev.dtype).removeprefix('torch.')}[{shape}]"
+
+    def python_type(self) -> type:
+        return self.class_type
+
+    def is_tensor(self) -> bool:
+        return True
+
+    def truthiness(self, tx) -> bool:
+        raise unsupported(
+            "data-dependent branch",
+            f"bool() of tensor {self.node.name}",
+            "Python control flow that depends on a tensor's value cannot be captured in one graph.",
+            ["Use torch.where / torch.cond, or move the condition out of the compiled region."],
+        )
+
+    def as_python_constant(self):
+        raise unsupported("not a constant", f"tensor {self.node.name} is not a Python constant")
+
+    def unpack(self, tx) -> list[VariableTracker]:
+        n = self.example_value.shape[0] if self.example_value.dim() else None
+        if n is None:
+            raise unsupported("iteration over a 0-d tensor", self.node.name)
+        return [tx.output.call(tx, "call_function", operator.getitem,
+                               [self, ConstantVariable(i)], {}) for i in range(n)]
+
+    def reconstruct(self, cg) -> None:
+        name = cg.graph_outputs.get(self.node)
+        if name is not None:
+            cg.load_fast(name)
+        elif self.source is not None:
+            cg.extend(self.source.reconstruct())
+        else:
+            raise unsupported("cannot reconstruct", f"tensor {self.node.name} is not a graph output")
+
+    # -- attributes and methods ----------------------------------------------------------
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        ev = self.example_value
+        if name in CONSTANT_ATTRS:
+            return ConstantVariable(getattr(ev, name))
+        if name in TENSOR_ATTRS:
+            return tx.output.call(tx, "call_function", getattr, [self, ConstantVariable(name)], {})
+        if name == "grad_fn" or name == "grad":
+            raise unsupported("autograd attribute", f"Tensor.{name}",
+                              "Reading autograd state is not traced yet.")
+        if callable(getattr(torch.Tensor, name, None)):
+            from .functions import BoundMethodVariable
+
+            return BoundMethodVariable(self, name)
+        raise unsupported("unsupported tensor attribute", f"Tensor.{name}")
+
+    def call_method(self, tx, name: str, args: list, kwargs: dict) -> VariableTracker:
+        if name in DATA_DEPENDENT_METHODS:
+            raise unsupported(
+                "data-dependent tensor method" if name != "backward" else "autograd call",
+                f"Tensor.{name}()", DATA_DEPENDENT_METHODS[name],
+                ["Keep values as tensors inside the compiled region, or move this call out of it."],
+            )
+        if name in CONSTANT_METHODS:
+            consts = [a.as_python_constant() for a in args]
+            kconsts = {k: v.as_python_constant() for k, v in kwargs.items()}
+            return VariableTracker.build(tx, getattr(self.example_value, name)(*consts, **kconsts))
+        if name == "type" and not args and not kwargs:
+            return ConstantVariable(self.example_value.type())
+        if name in ("__getitem__",):
+            return tx.output.call(tx, "call_function", operator.getitem, [self, *args], {})
+        if name in ("__setitem__",):
+            return tx.output.call(tx, "call_function", operator.setitem, [self, *args], {})
+        if not callable(getattr(torch.Tensor, name, None)):
+            raise unsupported("unsupported tensor method", f"Tensor.{name}")
+        return tx.output.call(tx, "call_method", name, [self, *args], kwargs)

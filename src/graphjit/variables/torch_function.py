@@ -1,0 +1,116 @@
+"""Functions from the ``torch`` namespace: recorded in the graph, folded to constants,
+turned into grad-mode context managers, or refused (graph break) when they act outside
+the graph (seeding RNGs, saving files, running autograd)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import torch
+
+from ..exc import unsupported
+from .base import VariableTracker
+from .constant import ConstantVariable, is_constant_value
+
+
+def _compiling_flags() -> set:
+    """Functions that answer "are we compiling?": True while graphjit traces."""
+    flags = {torch.compiler.is_compiling, torch.compiler.is_dynamo_compiling, torch._utils.is_compiling}
+    dynamo = sys.modules.get("torch._dynamo")
+    if dynamo is not None:
+        flags.add(dynamo.is_compiling)
+        ext = sys.modules.get("torch._dynamo.external_utils")
+        if ext is not None:
+            flags.add(ext.is_compiling)
+    return flags
+
+
+#: Folded by calling them at trace time: pure functions of metadata or global state that
+#: is guarded (grad mode, default dtype).
+CONSTANT_FOLD = {
+    torch.is_tensor, torch.is_floating_point, torch.is_complex, torch.get_default_dtype,
+    torch.is_grad_enabled, torch.is_inference_mode_enabled, torch.finfo, torch.iinfo,
+    torch.device, torch.Size, torch.is_storage, torch.numel, torch._C._get_tracing_state,
+    torch.jit.is_scripting, torch.jit.is_tracing, torch.is_autocast_enabled,
+}
+
+#: Refused: they act outside the graph.
+SKIPPED = {
+    torch.manual_seed: "seeding the RNG", torch.seed: "seeding the RNG",
+    torch.set_default_dtype: "changing global state", torch.save: "file I/O",
+    torch.load: "file I/O", torch.autograd.grad: "running autograd",
+    torch.autograd.backward: "running autograd", torch.set_printoptions: "changing global state",
+    torch.use_deterministic_algorithms: "changing global state",
+    torch.set_num_threads: "changing global state", torch.Tensor.backward: "running autograd",
+    torch.Tensor.item: "reading tensor data", torch.Tensor.tolist: "reading tensor data",
+}
+
+
+class TorchFunctionVariable(VariableTracker):
+    """A callable from torch (``torch.relu``, ``F.linear``, ``torch.Tensor.add``)."""
+
+    def __init__(self, fn: Any, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.fn = fn
+
+    def _repr_body(self) -> str:
+        mod = getattr(self.fn, "__module__", "") or ""
+        return f"{mod}.{getattr(self.fn, '__qualname__', getattr(self.fn, '__name__', self.fn))}"
+
+    def python_type(self) -> type:
+        return type(self.fn)
+
+    def as_python_constant(self):
+        return self.fn
+
+    def call_function(self, tx, args, kwargs) -> VariableTracker:
+        fn = self.fn
+        if fn in _compiling_flags():
+            return ConstantVariable(True)
+        if fn in SKIPPED:
+            raise unsupported(
+                "skipped torch function", f"{self._repr_body()} ({SKIPPED[fn]})",
+                "This function acts outside the graph, so it runs in Python between graphs.")
+        if fn in (torch.no_grad, torch.enable_grad) and not args and not kwargs:
+            from .misc import GradModeVariable
+
+            return GradModeVariable(fn is torch.enable_grad)
+        if fn is torch.set_grad_enabled:
+            raise unsupported("set_grad_enabled", "torch.set_grad_enabled is not traced yet",
+                              hints=["Use `with torch.no_grad():` or `with torch.enable_grad():`."])
+        consts = all(a.is_python_constant() for a in [*args, *kwargs.values()])
+        if fn in CONSTANT_FOLD or _is_metadata_query(fn, args):
+            if consts:
+                return VariableTracker.build(tx, fn(*[a.as_python_constant() for a in args],
+                                                    **{k: v.as_python_constant() for k, v in kwargs.items()}))
+            if fn in (torch.is_tensor, torch.is_floating_point, torch.is_complex, torch.numel) and args:
+                if fn is torch.is_tensor:
+                    return ConstantVariable(args[0].is_tensor())
+                return args[0].call_method(tx, fn.__name__, [], {})
+        return tx.output.call(tx, "call_function", fn, list(args), dict(kwargs))
+
+
+def _is_metadata_query(fn, args) -> bool:
+    return False
+
+
+def is_torch_callable(value: Any) -> bool:
+    """Does ``value`` belong to torch's API (so it is recorded rather than inlined)?"""
+    mod = getattr(value, "__module__", None)
+    if isinstance(mod, str) and (mod == "torch" or mod.startswith("torch.")):
+        return True
+    # methods of torch.Tensor and builtins from torch._C report odd modules
+    objclass = getattr(value, "__objclass__", None)
+    if objclass is not None and objclass in (torch._C.TensorBase, torch.Tensor):
+        return True
+    self_obj = getattr(value, "__self__", None)
+    if isinstance(self_obj, type(torch)) and self_obj.__name__.startswith("torch"):
+        return True
+    return isinstance(value, torch._ops.OpOverload | torch._ops.OpOverloadPacket)
+
+
+def wrap_constant_result(value: Any) -> VariableTracker:
+    if is_constant_value(value):
+        return ConstantVariable(value)
+    raise unsupported("unsupported constant", repr(value))
