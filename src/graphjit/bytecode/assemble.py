@@ -34,6 +34,8 @@ The pipeline of :func:`assemble` (each step is a small function below):
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import opcode as _opcode
 from collections.abc import Sequence
 from types import CodeType
@@ -192,18 +194,23 @@ def instruction_units(opcode: int, arg: int) -> int:
     return ext + 1 + _CACHES[opcode]
 
 
+@dataclasses.dataclass(frozen=True)
 class Layout:
-    """Result of :func:`layout`: per instruction ``opcodes``, ``args``, ``starts`` (unit
-    offset including the prefix) and ``sizes`` (units); ``offsets`` are opcode byte offsets."""
+    """Result of :func:`layout`, per instruction: final ``opcodes`` (jump direction applied),
+    ``args``, ``starts`` (unit offset of the instruction, EXTENDED_ARG prefix included) and
+    ``sizes`` (units, prefix and inline caches included)."""
 
-    def __init__(self, opcodes: list[int], args: list[int], starts: list[int], sizes: list[int]):
-        self.opcodes = opcodes
-        self.args = args
-        self.starts = starts
-        self.sizes = sizes
-        self.offsets = [
+    opcodes: list[int]
+    args: list[int]
+    starts: list[int]
+    sizes: list[int]
+
+    @functools.cached_property
+    def offsets(self) -> list[int]:
+        """Byte offset of each opcode itself (after its prefix), as ``dis`` reports it."""
+        return [
             2 * (s + n - 1 - _CACHES[op])
-            for s, n, op in zip(starts, sizes, opcodes, strict=True)
+            for s, n, op in zip(self.starts, self.sizes, self.opcodes, strict=True)
         ]
 
 

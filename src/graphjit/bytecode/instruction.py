@@ -17,7 +17,11 @@ Design (read before changing):
   last covered instruction, the handler instruction, the stack depth and ``lasti``.
 * ``positions`` (a :class:`dis.Positions`) is the source location; ``starts_line`` is the
   line this instruction starts, if any (informational, the line table is written from
-  ``positions``).
+  ``positions``; only when ``positions`` has no line does a set ``starts_line`` give the
+  instruction that whole line, so generated code can take a line without columns).
+* ``offset`` is the byte offset of the opcode itself, after any ``EXTENDED_ARG`` prefix (what
+  ``dis`` reports).  ``decode`` sets it, ``assemble`` rewrites it (together with the final
+  ``arg`` and jump direction) on the instructions it assembles; new instructions have None.
 """
 
 from __future__ import annotations

@@ -61,5 +61,8 @@ class PyCodegen:
         op = {tuple: "BUILD_TUPLE", list: "BUILD_LIST", dict: "BUILD_MAP", slice: "BUILD_SLICE"}[kind]
         self.append(create_instruction(op, arg=n))
 
+    def append_pop_top(self) -> None:
+        self.append(create_instruction("POP_TOP"))
+
     def return_value(self) -> None:
         self.append(create_instruction("RETURN_VALUE"))

@@ -1,23 +1,26 @@
 """convert_frame: trace one call of a function and build a guarded cache entry.
 
 Contract: returns a :class:`CacheEntry` whose ``fn`` gives the same result as the
-original function for every call that passes ``check``; raises ``Unsupported`` (with the
-user's location) when the frame cannot be captured, and ``InternalError`` for our bugs.
+original function for every call that passes ``check``, or ``None`` when the frame has
+nothing to compile (it then runs as it is).  With ``fullgraph`` the first graph break
+raises ``Unsupported`` (with the user's location); otherwise a break compiles the graph
+so far and continues in a resume function (see ``graph/breaks.py``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import dis
 import inspect
 import types
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
 from ..bytecode import assemble, format_code
 from ..diagnostics import logs
 from ..diagnostics.format import graph_code, guards_text
+from ..exc import InternalError, RestartAnalysis, Unsupported
+from ..graph.breaks import BreakCodegen, break_values
 from ..graph.codegen import PyCodegen
 from ..graph.compile import (
     CompiledGraph,
@@ -29,7 +32,10 @@ from ..graph.compile import (
 )
 from ..graph.output_graph import OutputGraph
 from ..guards.codegen import GuardFunction, build_guard_function
-from ..tracer.translator import InstructionTranslator
+from ..tracer.translator import InstructionTranslator, Speculation
+from . import stats
+
+MAX_RESTARTS = 64
 
 
 @dataclasses.dataclass
@@ -41,12 +47,18 @@ class CacheEntry:
     graphs: list[CompiledGraph]
     guard_labels: list[str]
 
-    @property
-    def check(self):
-        return self.guard.check
-
     def __repr__(self) -> str:
         return f"CacheEntry({self.fn.__qualname__}, {len(self.graphs)} graphs, {self.guard!r})"
+
+
+@dataclasses.dataclass
+class Hooks:
+    """What the code generator needs from the runtime layer."""
+
+    compiler_fn: Callable
+    make_resume: Callable[[types.CodeType, dict], Callable]
+    wrap_callable: Callable[[types.FunctionType], Callable]
+    fullgraph: bool = False
 
 
 def bind_frame_locals(fn: types.FunctionType, args: tuple, kwargs: dict) -> dict[str, Any]:
@@ -56,42 +68,87 @@ def bind_frame_locals(fn: types.FunctionType, args: tuple, kwargs: dict) -> dict
     return dict(ba.arguments)
 
 
-def convert_frame(fn: types.FunctionType, args: tuple, kwargs: dict, compiler_fn) -> CacheEntry | None:
-    """Trace ``fn(*args, **kwargs)``; ``None`` when the frame has no tensor work."""
-    code = fn.__code__
+def convert_frame(fn: types.FunctionType, args: tuple, kwargs: dict, hooks: Hooks) -> CacheEntry | None:
+    """Trace ``fn(*args, **kwargs)``; restart whenever a break decision is recorded."""
     f_locals = bind_frame_locals(fn, args, kwargs)
-    global_state = {"grad_enabled": torch.is_grad_enabled(),
-                    "default_dtype": torch.get_default_dtype()}
-    output = OutputGraph(fn.__globals__)
-    tx = InstructionTranslator(code, fn.__globals__, output, f_locals, fn.__closure__)
-    tx.run()
-    ret = tx.return_value
-    out_nodes = graph_outputs_for([ret])
-    if output.count_calls() == 0 and not out_nodes:
+    speculation: dict[int, Speculation] = {}
+    for _ in range(MAX_RESTARTS):
+        output = OutputGraph(fn.__globals__)
+        global_state = {"grad_enabled": torch.is_grad_enabled(),
+                        "default_dtype": torch.get_default_dtype()}
+        tx = InstructionTranslator(fn.__code__, fn.__globals__, output, f_locals, fn.__closure__,
+                                   speculation, hooks.fullgraph)
+        try:
+            tx.run()
+            return build_entry(fn, tx, output, global_state, hooks)
+        except RestartAnalysis:
+            continue
+        except Unsupported as e:
+            bp = tx.break_point
+            if hooks.fullgraph or bp is None or bp.kind == "step":
+                raise
+            # the code after a resumable break could not be generated: break earlier
+            del speculation[bp.step]
+            tx.record_step_break(bp.step, e)
+    raise InternalError(f"{fn.__qualname__}: tracing restarted more than {MAX_RESTARTS} times")
+
+
+def build_entry(fn, tx: InstructionTranslator, output: OutputGraph, global_state, hooks: Hooks):
+    """Compile the graph and generate the transformed function for a finished trace."""
+    code = fn.__code__
+    bp = tx.break_point
+    values = [tx.return_value] if bp is None else break_values(tx, bp)
+    out_nodes = graph_outputs_for(values)
+    has_graph = output.count_calls() > 0 or bool(out_nodes)
+    if bp is None and not has_graph:
         return None  # nothing for a graph: run the frame as it is
-    compiled = compile_subgraph(output, out_nodes, compiler_fn)
+    if bp is not None and bp.kind == "step" and output.count_calls() == 0:
+        _record_break(fn, bp)
+        return None  # nothing before the break: the frame runs eagerly
+    final_grad = output.grad_enabled
+    if final_grad != global_state["grad_enabled"]:  # graphs leave global state as they found it
+        output.graph.create_node("call_function", torch._C._set_grad_enabled,
+                                 (global_state["grad_enabled"],))
     cg = PyCodegen(code)
     cg.extend(prefix_instructions(tx.instructions))
-    codegen_call_graph(cg, compiled, out_nodes)
-    ret.reconstruct(cg)
-    cg.return_value()
+    graphs = []
+    if has_graph:
+        compiled = compile_subgraph(output, out_nodes, hooks.compiler_fn)
+        codegen_call_graph(cg, compiled, out_nodes)
+        graphs.append(compiled)
+    if final_grad != global_state["grad_enabled"]:
+        cg.push_null()
+        cg.load_const_object(torch._C._set_grad_enabled)
+        cg.load_const(final_grad)
+        cg.call(1)
+        cg.append_pop_top()
+    if bp is None:
+        tx.return_value.reconstruct(cg)
+        cg.return_value()
+    else:
+        BreakCodegen(tx, cg, lambda c: hooks.make_resume(c, fn.__globals__), hooks.wrap_callable).emit(bp)
+        _record_break(fn, bp)
     new_code = assemble(cg.instructions, code, **code_overrides(code, cg))
     new_fn = types.FunctionType(new_code, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
     new_fn.__kwdefaults__ = fn.__kwdefaults__
     new_fn.__qualname__ = fn.__qualname__
     guard = build_guard_function(list(output.guards.values()), code, fn, global_state)
     labels = [label for label, _ in guard.parts]
-    _log_entry(code, new_code, compiled, labels)
-    return CacheEntry(guard, new_fn, [compiled], labels)
+    _log_entry(code, new_code, graphs, labels)
+    return CacheEntry(guard, new_fn, graphs, labels)
 
 
-def _log_entry(code, new_code, compiled: CompiledGraph, labels: list[str]) -> None:
-    logs.emit("graph_code", graph_code(compiled.gm, compiled.name))
+def _record_break(fn, bp) -> None:
+    stats.bump("graph_breaks")
+    stats.record("break_reasons", bp.reason)
+    logs.emit("graph_breaks", f"Graph break in {fn.__qualname__} ({bp.kind}): {bp.reason}")
+
+
+def _log_entry(code, new_code, graphs: list[CompiledGraph], labels: list[str]) -> None:
+    for compiled in graphs:
+        logs.emit("graph_code", graph_code(compiled.gm, compiled.name))
     if logs.enabled("bytecode"):
         logs.emit("bytecode", format_code(code, title=f"ORIGINAL BYTECODE {code.co_name} "
                                                       f"{code.co_filename} {code.co_firstlineno}"))
         logs.emit("bytecode", format_code(new_code, title="MODIFIED BYTECODE"))
     logs.emit("guards", guards_text(labels))
-
-
-__all__ = ["CacheEntry", "convert_frame", "bind_frame_locals", "dis"]

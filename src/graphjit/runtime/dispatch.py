@@ -20,24 +20,54 @@ from ..backends.registry import lookup_backend
 from ..diagnostics import logs
 from ..exc import InternalError, Unsupported
 from . import stats
-from .convert_frame import CacheEntry, convert_frame
+from .convert_frame import CacheEntry, Hooks, convert_frame
 
 _live: "weakref.WeakSet[CompiledFunction]" = weakref.WeakSet()
 log = logging.getLogger("graphjit")
+
+
+class CompileSession:
+    """Options shared by a compiled function and everything compiled on its behalf
+    (resume functions, callees wrapped at graph breaks), with their caches."""
+
+    def __init__(self, backend, fullgraph: bool, mode, options, dynamic) -> None:
+        self.backend, self.fullgraph, self.dynamic = backend, fullgraph, dynamic
+        self.compiler_fn = lookup_backend(backend, mode, options)
+        self._resumes: dict[types.CodeType, CompiledFunction] = {}
+        self._wrapped: "weakref.WeakKeyDictionary[types.FunctionType, CompiledFunction]" = \
+            weakref.WeakKeyDictionary()
+        self.hooks = Hooks(self.compiler_fn, self.make_resume, self.wrap_callable, fullgraph)
+
+    def __repr__(self) -> str:
+        return f"CompileSession(backend={self.backend!r}, fullgraph={self.fullgraph})"
+
+    def make_resume(self, code: types.CodeType, f_globals: dict) -> "CompiledFunction":
+        """The dispatcher of a resume function (one per resume code object)."""
+        cf = self._resumes.get(code)
+        if cf is None:
+            fn = types.FunctionType(code, f_globals, code.co_name)
+            cf = self._resumes[code] = CompiledFunction(fn, session=self)
+        return cf
+
+    def wrap_callable(self, fn: types.FunctionType) -> "CompiledFunction":
+        """The dispatcher for a user function called at a graph break."""
+        cf = self._wrapped.get(fn)
+        if cf is None:
+            cf = self._wrapped[fn] = CompiledFunction(fn, session=self)
+        return cf
 
 
 class CompiledFunction:
     """``graphjit.compile(fn)``: calls ``fn`` through guarded, compiled cache entries."""
 
     def __init__(self, fn: types.FunctionType, *, backend="inductor", fullgraph: bool = False,
-                 mode: str | None = None, options: dict | None = None, dynamic=None) -> None:
+                 mode: str | None = None, options: dict | None = None, dynamic=None,
+                 session: CompileSession | None = None) -> None:
         if not isinstance(fn, types.FunctionType):
             raise TypeError(f"graphjit.compile expects a Python function, got {type(fn).__name__}")
         self._fn = fn
-        self._backend = backend
-        self._compiler_fn = lookup_backend(backend, mode, options)
-        self._fullgraph = fullgraph
-        self._dynamic = dynamic
+        self._session = session or CompileSession(backend, fullgraph, mode, options, dynamic)
+        self._fullgraph = self._session.fullgraph
         self._entries: list[CacheEntry] = []
         self._run_eagerly = False
         self.__wrapped__ = fn
@@ -47,7 +77,7 @@ class CompiledFunction:
         _live.add(self)
 
     def __repr__(self) -> str:
-        return f"<graphjit compiled {self._fn.__qualname__}: {len(self._entries)} entries>"
+        return f"<graphjit compiled {self._fn.__qualname__}>"
 
     def __get__(self, obj, objtype=None):
         if obj is None:
@@ -83,7 +113,7 @@ class CompiledFunction:
                       f"    triggered by the following guard failure(s):\n    - {reason}")
         stats.bump("frames_total")
         try:
-            entry = convert_frame(self._fn, args, kwargs, self._compiler_fn)
+            entry = convert_frame(self._fn, args, kwargs, self._session.hooks)
         except Unsupported as e:
             stats.bump("graph_breaks")
             stats.record("break_reasons", e)

@@ -16,6 +16,7 @@ Design:
 
 from __future__ import annotations
 
+import dataclasses
 import dis
 import inspect
 import types
@@ -24,7 +25,7 @@ from typing import Any
 from .. import config
 from ..bytecode import decode, stack_effect
 from ..bytecode.instruction import Instruction
-from ..exc import InternalError, Unsupported, UserFrame, unsupported
+from ..exc import InternalError, RestartAnalysis, Unsupported, UserFrame, unsupported
 from ..sources import LocalSource
 from ..variables import CellVariable, TupleVariable, VariableTracker
 from ..variables.sequences import DictVariable
@@ -154,9 +155,10 @@ class TranslatorBase(StackHandlers, LoadStoreHandlers, OpHandlers, ControlHandle
             else:
                 handler(self, inst)
         except Unsupported as e:
-            if not getattr(e, "_frame_added", False):
+            seen = e.__dict__.setdefault("_translators", set())
+            if id(self) not in seen:  # each translator level adds its frame once
+                seen.add(id(self))
                 e.add_frame(self.user_frame())
-                e._frame_added = True
             raise
 
     def _checked_step(self, handler, inst: Instruction) -> None:
@@ -255,12 +257,81 @@ class InliningTranslator(TranslatorBase):
         self.done = True
 
 
+@dataclasses.dataclass
+class Speculation:
+    """A decision recorded for the restart: at root step ``k``, break (``kind`` is
+    ``"resume"``: resume after this instruction; ``"step"``: run the rest eagerly)."""
+
+    kind: str
+    reason: Unsupported
+
+
+@dataclasses.dataclass
+class BreakPoint:
+    """Where the root frame stopped: the instruction, its index, the symbolic stack."""
+
+    kind: str
+    inst: Instruction
+    index: int
+    step: int
+    stack: list
+    reason: Unsupported
+    kw_names: tuple | None = None
+
+    def __repr__(self) -> str:
+        return f"BreakPoint({self.kind} at {self.inst.opname}@{self.inst.offset}: {self.reason.reason})"
+
+
+#: Instructions after which a resume function can continue: (pops, pushes); calls and
+#: conditional jumps are handled by name.
+GENERIC_BREAKS = {
+    "STORE_ATTR": (2, 0), "STORE_SUBSCR": (3, 0), "STORE_GLOBAL": (1, 0), "DELETE_ATTR": (1, 0),
+    "DELETE_SUBSCR": (2, 0), "IMPORT_NAME": (2, 1), "BUILD_SET": (None, 1),
+}
+CONDITIONAL_JUMPS = frozenset({
+    "POP_JUMP_FORWARD_IF_TRUE", "POP_JUMP_FORWARD_IF_FALSE", "POP_JUMP_BACKWARD_IF_TRUE",
+    "POP_JUMP_BACKWARD_IF_FALSE", "POP_JUMP_FORWARD_IF_NONE", "POP_JUMP_FORWARD_IF_NOT_NONE",
+    "POP_JUMP_BACKWARD_IF_NONE", "POP_JUMP_BACKWARD_IF_NOT_NONE",
+})
+RESUMABLE = frozenset({"CALL", "CALL_FUNCTION_EX", *CONDITIONAL_JUMPS, *GENERIC_BREAKS})
+
+
+def _loop_indices(insts) -> frozenset[int]:
+    """Indices of instructions inside a loop body (between a backward jump and its target)."""
+    index_of = {id(inst): i for i, inst in enumerate(insts)}
+    inside: set[int] = set()
+    for i, inst in enumerate(insts):
+        if inst.target is not None and index_of[id(inst.target)] <= i:
+            inside.update(range(index_of[id(inst.target)], i + 1))
+    return frozenset(inside)
+
+
+def _in_with_block_only(insts, inst, index_of) -> bool:
+    """Is ``inst`` covered by no handler, or only by a ``with`` block's cleanup?"""
+    entry = inst.exn_tab_entry
+    if entry is None:
+        return True
+    h = index_of[id(entry.target)]
+    return (insts[h].opname == "PUSH_EXC_INFO" and h + 1 < len(insts)
+            and insts[h + 1].opname == "WITH_EXCEPT_START")
+
+
 class InstructionTranslator(TranslatorBase):
     """Traces the frame being compiled.  Arguments and closure contents are wrapped
-    lazily, on first use, so unused inputs get no guards."""
+    lazily, on first use, so unused inputs get no guards.
 
-    def __init__(self, code, f_globals, output, f_locals: dict, closure: tuple | None) -> None:
+    Graph breaks use restarts (as TorchDynamo's SpeculationLog): when an instruction
+    fails, the decision is recorded in ``speculation`` under the root step count and
+    tracing starts again; on the replay the translator stops *before* that step and
+    leaves a :class:`BreakPoint` for the code generator."""
+
+    def __init__(self, code, f_globals, output, f_locals: dict, closure: tuple | None,
+                 speculation: dict[int, Speculation] | None = None, fullgraph: bool = False) -> None:
         super().__init__(code, f_globals, output, None)
+        self.speculation = speculation if speculation is not None else {}
+        self.fullgraph = fullgraph
+        self.checkpoints: list[tuple[int, int]] = []
+        self.break_point: BreakPoint | None = None
         self.lazy_locals = dict(f_locals)
         cellvars = set(code.co_cellvars)
         for name in code.co_cellvars:
@@ -294,3 +365,49 @@ class InstructionTranslator(TranslatorBase):
     def RETURN_VALUE(self, inst: Instruction) -> None:
         self.return_value = self.pop()
         self.done = True
+
+    # -- graph breaks ---------------------------------------------------------------------
+    def step(self) -> None:
+        k = self.steps + 1
+        spec = self.speculation.get(k)
+        if spec is not None:
+            inst = self.instructions[self.ip]
+            self.break_point = BreakPoint(spec.kind, inst, self.ip, k, list(self.stack),
+                                          spec.reason, self.kw_names)
+            self.done = True
+            return
+        if not self.stack and self.kw_names is None:
+            self.checkpoints.append((k, self.ip))
+        try:
+            super().step()
+        except Unsupported as e:
+            if self.fullgraph:
+                raise
+            index = self.indexof[id(self.current_inst)]
+            if self.can_resume_at(index):
+                self.speculation[k] = Speculation("resume", e)
+            else:
+                self.record_step_break(k, e)
+            raise RestartAnalysis() from None
+
+    def record_step_break(self, k: int, reason: Unsupported) -> None:
+        """Break at the last empty-stack point before step ``k``; the rest runs eagerly."""
+        earlier = [c for c, _ in self.checkpoints if c <= k]
+        self.speculation[earlier[-1] if earlier else 1] = Speculation("step", reason)
+
+    def can_resume_at(self, index: int) -> bool:
+        inst = self.instructions[index]
+        if inst.opname not in RESUMABLE or self.code.co_cellvars or self.code.co_freevars:
+            return False
+        if index in self._loops():
+            return False
+        return _in_with_block_only(self.instructions, inst, self.indexof)
+
+    def _loops(self) -> frozenset[int]:
+        loops = _LOOPS.get(id(self.instructions))
+        if loops is None or loops[0] is not self.instructions:
+            loops = _LOOPS[id(self.instructions)] = (self.instructions, _loop_indices(self.instructions))
+        return loops[1]
+
+
+_LOOPS: dict[int, tuple] = {}

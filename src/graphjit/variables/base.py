@@ -109,7 +109,12 @@ class VariableTracker:
         if self.source is not None:
             cg.extend(self.source.reconstruct())
             return
-        raise unsupported("cannot reconstruct", f"{self!r} has no source and cannot be rebuilt")
+        try:
+            value = self.as_python_constant()
+        except Exception:
+            raise unsupported("cannot reconstruct",
+                              f"{self!r} has no source and cannot be rebuilt") from None
+        cg.load_const_object(value)
 
     def __repr__(self) -> str:
         src = f", source={self.source.display()}" if self.source is not None else ""

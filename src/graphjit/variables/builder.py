@@ -22,7 +22,14 @@ from .base import ValueMutationExisting, VariableTracker
 from .builtins import BuiltinVariable, is_pure_builtin
 from .constant import ConstantVariable, is_constant_value
 from .functions import UserFunctionVariable
-from .misc import ClassVariable, OpaqueCallableVariable, PythonModuleVariable, UserObjectVariable
+from .misc import (
+    ClassVariable,
+    GradModeExit,
+    OpaqueCallableVariable,
+    PythonModuleVariable,
+    UserObjectVariable,
+    WithExitVariable,
+)
 from .nn_module import NNModuleVariable
 from .sequences import ListVariable, TupleVariable
 from .tensor import TensorVariable
@@ -43,6 +50,9 @@ def build(tx, value: Any, source: Source | None = None) -> VariableTracker:
         var = out.add_input(value, source)
         var.class_type = type(value)
         return var
+    if type(value) is GradModeExit:
+        guard(source, GuardKind.ID_MATCH, value)
+        return WithExitVariable.from_runtime(tx, value)
     if is_constant_value(value):
         guard(source, GuardKind.CONSTANT_MATCH, value)
         return ConstantVariable(value, source=source)

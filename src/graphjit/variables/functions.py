@@ -22,6 +22,12 @@ class BoundMethodVariable(VariableTracker):
     def call_function(self, tx, args, kwargs) -> VariableTracker:
         return self.obj.call_method(tx, self.name, args, kwargs)
 
+    def reconstruct(self, cg) -> None:
+        from ..bytecode.instruction import create_instruction
+
+        self.obj.reconstruct(cg)
+        cg.append(create_instruction("LOAD_ATTR", argval=self.name))
+
 
 class UserFunctionVariable(VariableTracker):
     """A plain Python function that existed before tracing; calls are inlined."""

@@ -170,6 +170,16 @@ class BoundUserMethodVariable(VariableTracker):
     def call_function(self, tx, args, kwargs) -> VariableTracker:
         return self.fn_var.call_function(tx, [self.self_var, *args], kwargs)
 
+    def reconstruct(self, cg, fn_override=None) -> None:
+        cg.push_null()
+        cg.load_const_object(types.MethodType)
+        if fn_override is not None:
+            cg.load_const_object(fn_override)
+        else:
+            self.fn_var.reconstruct(cg)
+        self.self_var.reconstruct(cg)
+        cg.call(2)
+
 
 class OpaqueCallableVariable(VariableTracker):
     """A callable graphjit does not trace (``print``, C functions, skipped libraries):
@@ -245,6 +255,25 @@ def _set_grad(tx, enabled: bool) -> None:
         out.grad_enabled = enabled
 
 
+class GradModeExit:
+    """The run-time ``__exit__`` of a grad-mode ``with`` block that a graph break split:
+    generated code leaves it on the stack, and calling it restores ``previous``."""
+
+    __slots__ = ("previous",)
+
+    def __init__(self, previous: bool) -> None:
+        self.previous = previous
+
+    def __call__(self, *exc_info) -> None:
+        torch._C._set_grad_enabled(self.previous)
+
+    def __repr__(self) -> str:
+        return f"<grad mode exit: restore {self.previous}>"
+
+
+_EXITS = {True: GradModeExit(True), False: GradModeExit(False)}
+
+
 class WithExitVariable(VariableTracker):
     """The ``__exit__`` that BEFORE_WITH pushes for a supported context manager."""
 
@@ -257,3 +286,12 @@ class WithExitVariable(VariableTracker):
 
     def call_function(self, tx, args, kwargs) -> VariableTracker:
         return self.ctx.exit(tx)
+
+    def reconstruct(self, cg) -> None:
+        cg.load_const_object(_EXITS[self.ctx.previous])
+
+    @staticmethod
+    def from_runtime(tx, value: GradModeExit) -> "WithExitVariable":
+        ctx = GradModeVariable(tx.output.grad_enabled)
+        ctx.previous = value.previous
+        return WithExitVariable(ctx)

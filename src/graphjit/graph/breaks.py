@@ -1,0 +1,210 @@
+"""Code generation at a graph break.
+
+After the graph call, the generated code rebuilds what the original frame had at the
+breaking instruction, runs that one instruction in plain Python, and tail-calls a resume
+function with the stack and the live locals:
+
+* call-like and generic instructions (``CALL``, ``STORE_ATTR``, ...)::
+
+      PUSH_NULL; LOAD_CONST __resume_at_<off>_<n>     # the tail call's callable
+      <passthrough stack, NULLs left out>             # stack below the instruction's inputs
+      <live locals at the resume offset>
+      <the instruction's inputs>; <the instruction>   # e.g. [KW_NAMES] PRECALL n; CALL n
+      PRECALL k; CALL k; RETURN_VALUE                 # its outputs are the last arguments
+
+* conditional jumps: the condition, the original jump, then one tail per branch, each
+  calling its own resume function with the passthrough stack and that branch's locals.
+
+* a *step* break (inside a loop or ``try``, or where no resume is possible): the live
+  locals are stored back and execution jumps into a copy of the original instructions at
+  the last empty-stack point, so the rest of the frame runs eagerly.
+"""
+
+from __future__ import annotations
+
+import dis
+from typing import Callable
+
+from ..bytecode.instruction import Instruction, create_call, create_instruction, create_jump
+from ..exc import unsupported
+from ..tracer.liveness import live_locals
+from ..tracer.translator import CONDITIONAL_JUMPS, GENERIC_BREAKS, BreakPoint
+from ..variables import BoundUserMethodVariable, NullVariable, UserFunctionVariable
+from ..variables.functions import NestedUserFunctionVariable
+from .codegen import PyCodegen
+from .resume import copy_instructions, resume_code, stack_name
+
+_NOP_OPS = ("RESUME", "MAKE_CELL", "COPY_FREE_VARS")
+_NOP = dis.opmap["NOP"]
+
+
+def defined_locals(tx, names) -> list[str]:
+    """``names`` that have a value at this point, in ``co_varnames`` order."""
+    have = set(tx.symbolic_locals) | set(getattr(tx, "lazy_locals", {}))
+    return [n for n in tx.code.co_varnames if n in names and n in have]
+
+
+def reconstruct_local(tx, cg: PyCodegen, name: str) -> None:
+    var = tx.symbolic_locals.get(name)
+    if var is None:  # never touched by the trace: still the frame's own value
+        cg.load_fast(name)
+    else:
+        var.reconstruct(cg)
+
+
+def break_values(tx, bp: BreakPoint) -> list:
+    """The trackers the code after the graph needs (graph outputs are taken from these)."""
+    names: set[str] = set()
+    for index in resume_targets(tx, bp):
+        names |= live_locals(tx.instructions, index)
+    return list(bp.stack) + [tx.symbolic_locals[n] for n in names if n in tx.symbolic_locals]
+
+
+def resume_targets(tx, bp: BreakPoint) -> list[int]:
+    if bp.kind == "step":
+        return [bp.index]
+    if bp.inst.opname in CONDITIONAL_JUMPS:
+        return [bp.index + 1, tx.indexof[id(bp.inst.target)]]
+    if bp.inst.opname == "RAISE_VARARGS":
+        return []
+    return [bp.index + 1]
+
+
+def _pops_pushes(inst: Instruction) -> tuple[int, int]:
+    if inst.opname == "CALL":
+        return inst.arg + 2, 1
+    if inst.opname == "CALL_FUNCTION_EX":
+        return 3 + (inst.arg & 1), 1
+    pops, pushes = GENERIC_BREAKS[inst.opname]
+    return (inst.arg if pops is None else pops), pushes
+
+
+def _emit_instruction(cg: PyCodegen, inst: Instruction, kw_names) -> None:
+    if inst.opname == "CALL":
+        cg.extend(create_call(inst.arg, tuple(kw_names or ())))
+    else:
+        cg.append(create_instruction(inst.opname, arg=inst.arg, argval=inst.argval))
+
+
+class BreakCodegen:
+    """Emits the code after the graph call for one break point."""
+
+    def __init__(self, tx, cg: PyCodegen, make_resume: Callable, wrap_callable: Callable) -> None:
+        self.tx, self.cg = tx, cg
+        self.make_resume, self.wrap_callable = make_resume, wrap_callable
+
+    def __repr__(self) -> str:
+        return f"BreakCodegen({self.tx.code.co_name})"
+
+    def emit(self, bp: BreakPoint) -> None:
+        if bp.kind == "step":
+            self.emit_step(bp)
+        elif bp.inst.opname in CONDITIONAL_JUMPS:
+            self.emit_jump(bp)
+        else:
+            self.emit_instruction_break(bp)
+
+    # -- pieces ---------------------------------------------------------------------------
+    def _resume_fn(self, target_index: int, nstack: int, null_idxes: tuple[int, ...],
+                   params: tuple[str, ...]):
+        code = resume_code(self.tx.code, self.tx.instructions, target_index, nstack, null_idxes, params)
+        return self.make_resume(code)
+
+    def _push_passthrough(self, items) -> tuple[list[str], tuple[int, ...]]:
+        names, nulls = [], []
+        for i, var in enumerate(items):
+            if isinstance(var, NullVariable):
+                nulls.append(i)
+            else:
+                var.reconstruct(self.cg)
+                names.append(stack_name(i))
+        return names, tuple(nulls)
+
+    def _push_consumed(self, items, inst: Instruction) -> None:
+        callable_pos = None
+        if inst.opname == "CALL":
+            callable_pos = 1 if isinstance(items[0], NullVariable) else 0
+        for i, var in enumerate(items):
+            if i == callable_pos and self._push_wrapped_callable(var):
+                continue
+            var.reconstruct(self.cg)
+
+    def _push_wrapped_callable(self, var) -> bool:
+        """Call user functions through their own compiled wrapper (no frame hook in pure
+        Python), so the callee's prefix before its own break is captured too."""
+        if isinstance(var, UserFunctionVariable) and not isinstance(var, NestedUserFunctionVariable):
+            self.cg.load_const_object(self.wrap_callable(var.fn))
+            return True
+        if isinstance(var, BoundUserMethodVariable) and type(var.fn_var) is UserFunctionVariable:
+            var.reconstruct(self.cg, fn_override=self.wrap_callable(var.fn_var.fn))
+            return True
+        return False
+
+    # -- kinds ----------------------------------------------------------------------------
+    def emit_instruction_break(self, bp: BreakPoint) -> None:
+        tx, cg, inst = self.tx, self.cg, bp.inst
+        pops, pushes = _pops_pushes(inst)
+        passthrough, consumed = bp.stack[:len(bp.stack) - pops], bp.stack[len(bp.stack) - pops:]
+        if inst.opname == "RAISE_VARARGS":
+            self._push_consumed(consumed, inst)
+            _emit_instruction(cg, inst, None)
+            return
+        target = bp.index + 1
+        live = defined_locals(tx, live_locals(tx.instructions, target))
+        cg.push_null()
+        marker = len(cg.instructions)
+        names, nulls = self._push_passthrough(passthrough)
+        for name in live:
+            reconstruct_local(tx, cg, name)
+        self._push_consumed(consumed, inst)
+        _emit_instruction(cg, inst, getattr(bp, "kw_names", None))
+        pushed = [stack_name(len(passthrough) + j) for j in range(pushes)]
+        params = tuple(names) + tuple(live) + tuple(pushed)
+        fn = self._resume_fn(target, len(passthrough) + pushes, nulls, params)
+        cg.instructions.insert(marker, create_instruction("LOAD_CONST", argval=fn))
+        cg.call(len(params))
+        cg.return_value()
+
+    def emit_jump(self, bp: BreakPoint) -> None:
+        tx, cg, inst = self.tx, self.cg, bp.inst
+        passthrough, cond = bp.stack[:-1], bp.stack[-1]
+        cond.reconstruct(cg)
+        jump = create_instruction(inst.opname, target=inst)  # target fixed below
+        cg.append(jump)
+        fall, taken = bp.index + 1, tx.indexof[id(inst.target)]
+        for i, target in enumerate((fall, taken)):
+            first = len(cg.instructions)
+            live = defined_locals(tx, live_locals(tx.instructions, target))
+            cg.push_null()
+            marker = len(cg.instructions)
+            names, nulls = self._push_passthrough(passthrough)
+            for name in live:
+                reconstruct_local(tx, cg, name)
+            params = tuple(names) + tuple(live)
+            fn = self._resume_fn(target, len(passthrough), nulls, params)
+            cg.instructions.insert(marker, create_instruction("LOAD_CONST", argval=fn))
+            cg.call(len(params))
+            cg.return_value()
+            if i == 1:
+                jump.target = cg.instructions[first]
+
+    def emit_step(self, bp: BreakPoint) -> None:
+        tx, cg = self.tx, self.cg
+        if bp.stack:
+            raise unsupported("step break with a non-empty stack", repr(bp))
+        live = defined_locals(tx, live_locals(tx.instructions, bp.index))
+        changed = [n for n in live if n in tx.symbolic_locals]
+        for name in changed:
+            reconstruct_local(tx, cg, name)
+        for name in reversed(changed):
+            cg.store_fast(name)
+        for name, cell in tx.cells.items():
+            if cell.modified:
+                cell.contents.reconstruct(cg)
+                cg.append(create_instruction("STORE_DEREF", argval=name))
+        body = copy_instructions(tx.instructions)
+        for inst in body:
+            if inst.opname in _NOP_OPS:
+                inst.opcode, inst.opname, inst.arg, inst.argval = _NOP, "NOP", None, None
+        cg.append(create_jump("JUMP", body[bp.index]))
+        cg.extend(body)

@@ -1,0 +1,82 @@
+"""Resume functions: ``__resume_at_<offset>_<n>``, the rest of a frame after a graph break.
+
+A resume function's code is the *whole* original code object with a prologue that pushes
+the saved stack (``PUSH_NULL`` where the stack held a NULL) and jumps to the resume
+offset; everything before that offset is dead code (its line information is kept, which
+CPython allows).  Its parameters are the saved stack items (``___stack<i>``) followed by
+the live locals under their own names, so the original ``LOAD_FAST x`` instructions read
+them directly.  Resume functions are cached per (code, offset, stack layout, live locals)
+and wrapped in the same dispatcher as user functions, so they are traced, guarded and
+cached lazily on their first call.
+"""
+
+from __future__ import annotations
+
+import dis
+import inspect
+import itertools
+import types
+
+from ..bytecode import assemble
+from ..bytecode.instruction import ExceptionTableEntry, Instruction, create_instruction, create_jump
+
+_counter = itertools.count(1)
+_NOP = dis.opmap["NOP"]
+_cache: dict[tuple, types.CodeType] = {}
+
+
+def copy_instructions(insts: list[Instruction]) -> list[Instruction]:
+    """Copies of ``insts`` whose jump targets and exception entries point at the copies."""
+    mapping = {id(i): i.copy() for i in insts}
+    entries: dict[int, ExceptionTableEntry] = {}
+    out = []
+    for inst in insts:
+        new = mapping[id(inst)]
+        if inst.target is not None:
+            new.target = mapping[id(inst.target)]
+        e = inst.exn_tab_entry
+        if e is not None:
+            if id(e) not in entries:
+                entries[id(e)] = ExceptionTableEntry(mapping[id(e.start)], mapping[id(e.end)],
+                                                     mapping[id(e.target)], e.depth, e.lasti)
+            new.exn_tab_entry = entries[id(e)]
+        out.append(new)
+    return out
+
+
+def stack_name(i: int) -> str:
+    return f"___stack{i}"
+
+
+def resume_code(code: types.CodeType, insts: list[Instruction], target_index: int,
+                nstack: int, null_idxes: tuple[int, ...], params: tuple[str, ...]) -> types.CodeType:
+    """The code object of a resume function (cached).  ``params`` lists its parameters in
+    call order: ``___stack<i>`` for each non-NULL stack slot and the live locals."""
+    offset = insts[target_index].offset
+    key = (code, offset, nstack, null_idxes, params)
+    cached = _cache.get(key)
+    if cached is not None:
+        return cached
+    body = copy_instructions(insts)
+    prologue: list[Instruction] = []
+    for inst in body:
+        if inst.opname == "COPY_FREE_VARS":
+            prologue.append(create_instruction("COPY_FREE_VARS", arg=inst.arg))
+    prologue.append(create_instruction("RESUME", arg=0))
+    for i in range(nstack):
+        if i in null_idxes:
+            prologue.append(create_instruction("PUSH_NULL"))
+        else:
+            prologue.append(create_instruction("LOAD_FAST", argval=stack_name(i)))
+    prologue.append(create_jump("JUMP", body[target_index]))
+    for inst in body:  # the frame is already set up by our prologue
+        if inst.opname in ("RESUME", "MAKE_CELL", "COPY_FREE_VARS"):
+            inst.opcode, inst.opname, inst.arg, inst.argval = _NOP, "NOP", None, None
+    others = tuple(v for v in code.co_varnames if v not in params)
+    name = f"__resume_at_{offset}_{next(_counter)}"
+    flags = code.co_flags & ~(inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)
+    new = assemble(prologue + body, code, co_varnames=params + others, co_argcount=len(params),
+                   co_posonlyargcount=0, co_kwonlyargcount=0, co_flags=flags,
+                   co_name=name, co_qualname=name)
+    _cache[key] = new
+    return new
