@@ -9,11 +9,12 @@ if _sys.version_info[:2] != (3, 11):  # one Python version, asserted once (STYLE
 from . import config  # noqa: E402
 from . import variables as _variables  # noqa: E402,F401  (installs VariableTracker.build)
 from .api import CompiledModule, compile, list_backends, register_backend, reset, stats  # noqa: E402
+from .diagnostics.explain import ExplainOutput, explain  # noqa: E402
 from .diagnostics.logs import set_logs  # noqa: E402
 from .exc import InternalError, Unsupported  # noqa: E402
 
 __all__ = [
-    "compile", "reset", "stats", "list_backends", "register_backend", "set_logs",
+    "compile", "reset", "stats", "explain", "ExplainOutput", "list_backends", "register_backend", "set_logs",
     "Unsupported", "InternalError", "CompiledModule", "config",
 ]
 __version__ = "0.1.0"

@@ -14,7 +14,6 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from ..bytecode.instruction import create_instruction
 from ..exc import InternalError
 from ..variables import TensorVariable, VariableTracker
-from ..variables.sequences import BaseSequenceVariable, DictVariable
 from .codegen import PyCodegen
 from .output_graph import GraphArg, OutputGraph
 
@@ -36,15 +35,12 @@ class CompiledGraph:
 
 
 def collect_tensors(var: VariableTracker, out: list[TensorVariable]) -> None:
-    """Tensor trackers reachable from ``var`` (through tuples, lists and dicts)."""
+    """Tensor trackers reachable from ``var`` (through containers, bound methods, ...)."""
     if isinstance(var, TensorVariable):
         out.append(var)
-    elif isinstance(var, BaseSequenceVariable):
-        for item in var.items:
-            collect_tensors(item, out)
-    elif isinstance(var, DictVariable):
-        for item in var.items.values():
-            collect_tensors(item, out)
+    else:
+        for child in var.children():
+            collect_tensors(child, out)
 
 
 def graph_outputs_for(values: list[VariableTracker]) -> list[torch.fx.Node]:

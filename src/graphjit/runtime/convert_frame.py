@@ -133,7 +133,7 @@ def build_entry(fn, tx: InstructionTranslator, output: OutputGraph, global_state
     new_fn.__kwdefaults__ = fn.__kwdefaults__
     new_fn.__qualname__ = fn.__qualname__
     guard = build_guard_function(list(output.guards.values()), code, fn, global_state)
-    labels = [label for label, _ in guard.parts]
+    labels = list(dict.fromkeys(label for label, _ in guard.parts))
     _log_entry(code, new_code, graphs, labels)
     return CacheEntry(guard, new_fn, graphs, labels)
 

@@ -147,6 +147,11 @@ class CompiledFunction:
         return entry.fn(*args, **kwargs)
 
 
+def all_entries() -> list[CacheEntry]:
+    """Every live cache entry (for explain and reports)."""
+    return [e for cf in list(_live) for e in cf._entries]
+
+
 def reset_all() -> None:
     for cf in list(_live):
         cf._reset()

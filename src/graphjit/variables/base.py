@@ -84,6 +84,10 @@ class VariableTracker:
     def is_tensor(self) -> bool:
         return False
 
+    def children(self) -> list["VariableTracker"]:
+        """Trackers this one holds (graph outputs are collected through them)."""
+        return []
+
     def unpack(self, tx) -> list["VariableTracker"]:
         """The items of an iterable tracker (tuples, lists, constants)."""
         raise unsupported("cannot iterate", f"iteration over {self!r}")

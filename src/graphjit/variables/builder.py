@@ -25,6 +25,7 @@ from .functions import UserFunctionVariable
 from .misc import (
     ClassVariable,
     GradModeExit,
+    GradModeVariable,
     OpaqueCallableVariable,
     PythonModuleVariable,
     UserObjectVariable,
@@ -40,6 +41,9 @@ _STDLIB_PREFIXES = tuple(
 )
 
 
+_GRAD_MODE_FACTORIES = (torch.no_grad, torch.enable_grad, torch.set_grad_enabled)
+
+
 def build(tx, value: Any, source: Source | None = None) -> VariableTracker:
     """Wrap ``value``; see the module docstring for the guards installed."""
     out = tx.output
@@ -50,6 +54,12 @@ def build(tx, value: Any, source: Source | None = None) -> VariableTracker:
         var = out.add_input(value, source)
         var.class_type = type(value)
         return var
+    if value in _GRAD_MODE_FACTORIES:
+        guard(source, GuardKind.ID_MATCH, value)
+        return TorchFunctionVariable(value, source=source)
+    if type(value) in (torch.no_grad, torch.enable_grad):
+        guard(source, GuardKind.TYPE_MATCH, type(value))
+        return GradModeVariable(type(value) is torch.enable_grad, source=source)
     if type(value) is GradModeExit:
         guard(source, GuardKind.ID_MATCH, value)
         return WithExitVariable.from_runtime(tx, value)

@@ -22,6 +22,9 @@ class BoundMethodVariable(VariableTracker):
     def call_function(self, tx, args, kwargs) -> VariableTracker:
         return self.obj.call_method(tx, self.name, args, kwargs)
 
+    def children(self) -> list[VariableTracker]:
+        return [self.obj]
+
     def reconstruct(self, cg) -> None:
         from ..bytecode.instruction import create_instruction
 

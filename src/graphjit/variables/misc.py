@@ -35,6 +35,9 @@ class CellVariable(VariableTracker):
     def _repr_body(self) -> str:
         return f"{self.name}={self.contents!r}"
 
+    def children(self) -> list[VariableTracker]:
+        return [self.contents] if self.contents is not None else []
+
     def load(self) -> VariableTracker:
         if self.contents is None:
             raise unsupported("empty cell", f"free variable {self.name!r} referenced before assignment")
@@ -170,6 +173,9 @@ class BoundUserMethodVariable(VariableTracker):
     def call_function(self, tx, args, kwargs) -> VariableTracker:
         return self.fn_var.call_function(tx, [self.self_var, *args], kwargs)
 
+    def children(self) -> list[VariableTracker]:
+        return [self.fn_var, self.self_var]
+
     def reconstruct(self, cg, fn_override=None) -> None:
         cg.push_null()
         cg.load_const_object(types.MethodType)
@@ -237,6 +243,11 @@ class GradModeVariable(VariableTracker):
 
     def _repr_body(self) -> str:
         return f"grad_enabled={self.target}"
+
+    def reconstruct(self, cg) -> None:
+        cg.push_null()
+        cg.load_const_object(torch.enable_grad if self.target else torch.no_grad)
+        cg.call(0)
 
     def enter(self, tx) -> VariableTracker:
         self.previous = tx.output.grad_enabled

@@ -24,6 +24,9 @@ class BaseSequenceVariable(VariableTracker):
     def python_type(self) -> type:
         return self.seq_type
 
+    def children(self) -> list[VariableTracker]:
+        return list(self.items)
+
     def as_python_constant(self):
         return self.seq_type(v.as_python_constant() for v in self.items)
 
@@ -172,6 +175,9 @@ class SliceVariable(VariableTracker):
     def python_type(self) -> type:
         return slice
 
+    def children(self) -> list[VariableTracker]:
+        return list(self.parts)
+
     def as_python_constant(self):
         return slice(*(p.as_python_constant() for p in self.parts))
 
@@ -194,6 +200,9 @@ class DictVariable(VariableTracker):
 
     def python_type(self) -> type:
         return dict
+
+    def children(self) -> list[VariableTracker]:
+        return list(self.items.values())
 
     def as_python_constant(self):
         return {k: v.as_python_constant() for k, v in self.items.items()}

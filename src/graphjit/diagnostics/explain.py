@@ -1,0 +1,82 @@
+"""``graphjit.explain(fn)(*args, **kwargs)``: what was captured and where it broke.
+
+It resets graphjit, runs the function once compiled with a recording backend, and returns
+an :class:`ExplainOutput` whose ``str()`` reads like ``torch._dynamo.explain``'s."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+import torch
+
+from ..exc import Unsupported
+
+
+@dataclasses.dataclass
+class ExplainOutput:
+    graphs: list[torch.fx.GraphModule]
+    graph_count: int
+    graph_break_count: int
+    break_reasons: list[Unsupported]
+    op_count: int
+    ops_per_graph: list[list[Any]]
+    out_guards: list[str]
+    compile_times: str = ""
+
+    def __str__(self) -> str:
+        lines = [f"Graph Count: {self.graph_count}",
+                 f"Graph Break Count: {self.graph_break_count}",
+                 f"Op Count: {self.op_count}", "Break Reasons:"]
+        for i, reason in enumerate(self.break_reasons, 1):
+            lines.append(f"  Break Reason {i}:")
+            lines.append(f"    Reason: {reason.reason}")
+            if reason.explanation:
+                lines.append(f"    Explanation: {reason.explanation}")
+            for hint in reason.hints:
+                lines.append(f"    Hint: {hint}")
+            lines.append("    User Stack:")
+            for frame in reason.user_stack:
+                lines.append(f"      <FrameSummary file {frame.filename}, line {frame.lineno} in {frame.name}>")
+                lines.append(f"        {frame.line}")
+        lines.append("Ops per Graph:")
+        for i, ops in enumerate(self.ops_per_graph, 1):
+            lines.append(f"  Ops {i}:")
+            lines.extend(f"    {_op_name(op)}" for op in ops)
+        lines.append("Out Guards:")
+        lines.extend(f"  Guard {i}: {g}" for i, g in enumerate(self.out_guards, 1))
+        return "\n".join(lines)
+
+
+def _op_name(target) -> str:
+    if isinstance(target, str):
+        return target
+    mod = getattr(target, "__module__", None) or ""
+    name = getattr(target, "__qualname__", None) or getattr(target, "__name__", repr(target))
+    return f"{mod}.{name}" if mod and mod not in ("builtins", "_operator") else (
+        f"operator.{name}" if mod == "_operator" else name)
+
+
+def explain(fn: Callable, *, backend: Any = None) -> Callable[..., ExplainOutput]:
+    """``explain(fn)(*args, **kwargs)`` runs ``fn`` compiled once and reports."""
+    from ..api import compile, reset, stats
+    from ..runtime.dispatch import all_entries
+
+    def run(*args, **kwargs) -> ExplainOutput:
+        reset()
+        graphs: list[torch.fx.GraphModule] = []
+
+        def recording(gm, example_inputs):
+            graphs.append(gm)
+            return (backend or (lambda g, i: g.forward))(gm, example_inputs)
+
+        compiled = compile(fn, backend=recording)
+        compiled(*args, **kwargs)
+        s = stats()
+        ops = [[n.target for n in g.graph.nodes if n.op in ("call_function", "call_method", "call_module")]
+               for g in graphs]
+        guards = [label for entry in all_entries() for label in entry.guard_labels]
+        return ExplainOutput(graphs, len(graphs), s["graph_breaks"], s["break_reasons"],
+                             sum(map(len, ops)), ops, guards)
+
+    return run
