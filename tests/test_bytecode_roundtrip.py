@@ -97,7 +97,7 @@ def test_sources_found():
 
 
 def test_round_trip_sample():
-    """Every 20th file of the stdlib and torch: 8530 code objects, about 5 s."""
+    """Every 20th file of the stdlib and torch: 8,530 code objects, 4-5 s on an idle box."""
     start = time.perf_counter()
     count = _run_round_trip(SAMPLE_STEP)
     print(f"round-tripped {count} code objects in {time.perf_counter() - start:.1f}s")
@@ -106,7 +106,8 @@ def test_round_trip_sample():
 
 @pytest.mark.slow
 def test_round_trip_full():
-    """All 4,057 compilable files of the stdlib and torch: 146,765 code objects, ~80 s."""
+    """All 4,057 compilable files of the stdlib and torch: 146,765 code objects, 80-125 s
+    (2-core box; measured 123 s under load).  All byte-identical, co_stacksize included."""
     start = time.perf_counter()
     count = _run_round_trip(1)
     print(f"round-tripped {count} code objects in {time.perf_counter() - start:.1f}s")
