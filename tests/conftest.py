@@ -1,0 +1,18 @@
+"""Shared fixtures: every test runs with graphjit's debug checks on and a clean cache."""
+
+from __future__ import annotations
+
+import pytest
+
+import graphjit
+
+
+@pytest.fixture(autouse=True)
+def _graphjit_debug_and_reset():
+    old_debug = graphjit.config.debug_checks
+    old_limit = graphjit.config.recompile_limit
+    graphjit.config.debug_checks = True
+    graphjit.reset()
+    yield
+    graphjit.config.debug_checks = old_debug
+    graphjit.config.recompile_limit = old_limit
