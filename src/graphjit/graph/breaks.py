@@ -84,6 +84,7 @@ def _emit_instruction(cg: PyCodegen, inst: Instruction, kw_names) -> None:
         cg.extend(create_call(inst.arg, tuple(kw_names or ())))
     else:
         cg.append(create_instruction(inst.opname, arg=inst.arg, argval=inst.argval))
+    cg.instructions[-1].positions = inst.positions
 
 
 class BreakCodegen:
@@ -97,6 +98,7 @@ class BreakCodegen:
         return f"BreakCodegen({self.tx.code.co_name})"
 
     def emit(self, bp: BreakPoint) -> None:
+        self.cg.positions = bp.inst.positions  # tracebacks point at the breaking line
         if bp.kind == "step":
             self.emit_step(bp)
         elif bp.inst.opname in CONDITIONAL_JUMPS:

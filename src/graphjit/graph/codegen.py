@@ -20,16 +20,20 @@ class PyCodegen:
         self.instructions: list[Instruction] = []
         self.new_varnames: list[str] = []
         self.graph_outputs: dict = {}  # fx node -> temp local holding its value
+        self.positions = None  # source location given to emitted instructions
         self._tmp = 0
 
     def __repr__(self) -> str:
         return f"PyCodegen({self.code.co_name}, {len(self.instructions)} instructions)"
 
     def append(self, inst: Instruction) -> None:
+        if inst.positions is None:
+            inst.positions = self.positions
         self.instructions.append(inst)
 
     def extend(self, insts: list[Instruction]) -> None:
-        self.instructions.extend(insts)
+        for inst in insts:
+            self.append(inst)
 
     def new_var(self, hint: str = "tmp") -> str:
         while True:

@@ -91,8 +91,12 @@ class OutputGraph:
                 self.add_guard(source, GuardKind.TENSOR_ALIASING, other=known.source)
             return TensorVariable(known.node, known.example_value, source=source)
         name = _graph_name(source)
-        first = next((n for n in self.graph.nodes if n.op != "placeholder"), None)
-        with self.graph.inserting_before(first):
+        # placeholders stay first and in the order inputs were read
+        if self.graph_args:
+            where = self.graph.inserting_after(self.graph_args[-1].node)
+        else:
+            where = self.graph.inserting_before(next(iter(self.graph.nodes), None))
+        with where:
             node = self.graph.placeholder(name)
         fake = self.fake_mode.from_tensor(tensor, static_shapes=True)
         node.meta["example_value"] = fake
@@ -184,10 +188,10 @@ class OutputGraph:
                     items.append(ConstantVariable(e))
                 else:
                     raise unsupported("unsupported operator output", f"{type(e).__name__} item")
-            fields = getattr(type(example), "_fields", None)
             if isinstance(example, list):
                 return ListVariable(items)
-            return TupleVariable(items, namedtuple_cls=type(example) if fields else None)
+            named = type(example) if type(example) is not tuple else None
+            return TupleVariable(items, namedtuple_cls=named)
         mutating = isinstance(target, str) and target.endswith("_") or op == "call_module"
         if example is None:
             return ConstantVariable(None)

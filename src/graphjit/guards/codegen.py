@@ -98,6 +98,8 @@ def guard_expressions(guard: Guard, scope: GuardScope, c: _Consts) -> list[str]:
         return [f"type({e}) is {c.ref(type(v))}", f"{e} == {c.ref(v)}"]
     if k is GuardKind.LENGTH_CHECK:
         return [f"type({e}) is {type(v).__name__}", f"len({e}) == {len(v)}"]
+    if k is GuardKind.DICT_KEYS:
+        return [f"type({e}) is dict", f"list({e}) == {c.ref(list(v))}"]
     if k is GuardKind.TENSOR_MATCH:
         return _tensor_parts(e, v, c)
     if k is GuardKind.TENSOR_ALIASING:
@@ -106,7 +108,7 @@ def guard_expressions(guard: Guard, scope: GuardScope, c: _Consts) -> list[str]:
 
 
 def build_guard_function(guards: list[Guard], code: types.CodeType, fn: types.FunctionType,
-                         global_state: dict[str, Any]) -> GuardFunction:
+                         global_state: dict[str, Any], no_aliasing: bool = True) -> GuardFunction:
     """Compile ``guards`` (plus the global-state checks) into a :class:`GuardFunction`."""
     scope = GuardScope(frozenset(code.co_varnames + code.co_freevars))
     c = _Consts()
@@ -119,9 +121,16 @@ def build_guard_function(guards: list[Guard], code: types.CodeType, fn: types.Fu
     parts.append(("global GRAD_MODE", f"___grad_enabled() is {global_state['grad_enabled']}"))
     parts.append(("global DEFAULT_DTYPE",
                   f"___default_dtype() is {c.ref(global_state['default_dtype'])}"))
-    for g in ordered:
-        if g.kind is GuardKind.TENSOR_MATCH:
-            parts += [(g.label(), expr) for expr in guard_expressions(g, scope, c)]
+    tensors = [g for g in ordered if g.kind is GuardKind.TENSOR_MATCH]
+    for g in tensors:
+        parts += [(g.label(), expr) for expr in guard_expressions(g, scope, c)]
+    if no_aliasing and len(tensors) >= 2:
+        exprs = [g.source.guard_expr(scope) for g in tensors]
+        if len(exprs) <= 4:
+            checks = [f"{a} is not {b}" for i, a in enumerate(exprs) for b in exprs[i + 1:]]
+        else:
+            checks = [f"len({{{', '.join(f'id({e})' for e in exprs)}}}) == {len(exprs)}"]
+        parts += [("global NO_TENSOR_ALIASING", expr) for expr in checks]
 
     sig = signature_text(code)
     helpers = {"___grad_enabled": torch.is_grad_enabled,

@@ -20,8 +20,10 @@ class GuardKind(enum.IntEnum):
     TYPE_MATCH = 1        # type(value) is T
     CONSTANT_MATCH = 2    # type(value) is T and value == c
     LENGTH_CHECK = 3      # type(value) is T and len(value) == n
-    TENSOR_MATCH = 4      # exact type, dtype, device, requires_grad, sizes, strides, keys
-    TENSOR_ALIASING = 5   # two sources are the same tensor object
+    DICT_KEYS = 4         # type(value) is dict and its keys, in order, are these
+    TENSOR_MATCH = 5      # exact type, dtype, device, requires_grad, sizes, strides, keys
+    TENSOR_ALIASING = 6   # two sources are the same tensor object
+    NO_ALIASING = 7       # distinct tensor inputs are distinct objects
 
 
 #: how ID_MATCH prints for kinds of value (Dynamo's names, as seed 004 shows them)

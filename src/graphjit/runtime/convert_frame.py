@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 import torch
 
+from ..backends.registry import eager as eager_backend
 from ..bytecode import assemble, format_code
 from ..diagnostics import logs
 from ..diagnostics.format import graph_code, guards_text
@@ -111,6 +112,7 @@ def build_entry(fn, tx: InstructionTranslator, output: OutputGraph, global_state
                                  (global_state["grad_enabled"],))
     cg = PyCodegen(code)
     cg.extend(prefix_instructions(tx.instructions))
+    cg.positions = _first_positions(tx.instructions)
     graphs = []
     if has_graph:
         compiled = compile_subgraph(output, out_nodes, hooks.compiler_fn)
@@ -132,10 +134,20 @@ def build_entry(fn, tx: InstructionTranslator, output: OutputGraph, global_state
     new_fn = types.FunctionType(new_code, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
     new_fn.__kwdefaults__ = fn.__kwdefaults__
     new_fn.__qualname__ = fn.__qualname__
-    guard = build_guard_function(list(output.guards.values()), code, fn, global_state)
+    guard = build_guard_function(list(output.guards.values()), code, fn, global_state,
+                                 no_aliasing=hooks.compiler_fn is not eager_backend)
     labels = list(dict.fromkeys(label for label, _ in guard.parts))
     _log_entry(code, new_code, graphs, labels)
     return CacheEntry(guard, new_fn, graphs, labels)
+
+
+def _first_positions(insts):
+    """Location of the first real instruction: generated code before a break reports it."""
+    for inst in insts:
+        if inst.opname not in ("RESUME", "MAKE_CELL", "COPY_FREE_VARS") and inst.positions \
+                and inst.positions.lineno is not None:
+            return inst.positions
+    return None
 
 
 def _record_break(fn, bp) -> None:

@@ -218,26 +218,55 @@ class TranslatorBase(StackHandlers, LoadStoreHandlers, OpHandlers, ControlHandle
 
 
 def bind_arguments(tx, fn_var, code: types.CodeType, args: list, kwargs: dict) -> dict:
-    """Bind trackers to ``code``'s parameters as CPython would (defaults included)."""
+    """Bind trackers to ``code``'s parameters as CPython does (defaults included).
+
+    Written out rather than through ``inspect`` so that implicit parameters such as a
+    comprehension's ``.0`` keep their names."""
     defaults, kwdefaults = fn_var.get_defaults(tx)
-    dummy = types.FunctionType(
-        code, {}, code.co_name, tuple(defaults) or None,
-        tuple(types.CellType() for _ in code.co_freevars) or None)
-    dummy.__kwdefaults__ = kwdefaults or None
-    try:
-        ba = inspect.signature(dummy).bind(*args, **kwargs)
-    except TypeError as e:
-        raise unsupported("call with wrong arguments", f"{code.co_name}: {e}",
-                          "Running eagerly so Python raises the TypeError itself.") from None
-    ba.apply_defaults()
-    bound = {}
-    for name, value in ba.arguments.items():
-        kind = ba.signature.parameters[name].kind
-        if kind is inspect.Parameter.VAR_POSITIONAL:
-            value = TupleVariable(list(value))
-        elif kind is inspect.Parameter.VAR_KEYWORD:
-            value = DictVariable(dict(value))
+    names = code.co_varnames
+    npos, nkw = code.co_argcount, code.co_kwonlyargcount
+    posonly = code.co_posonlyargcount
+    has_varargs = bool(code.co_flags & inspect.CO_VARARGS)
+    has_varkw = bool(code.co_flags & inspect.CO_VARKEYWORDS)
+
+    def fail(msg: str):
+        return unsupported("call with wrong arguments", f"{code.co_name}() {msg}",
+                           "Running eagerly so Python raises the TypeError itself.")
+
+    bound: dict = {}
+    for name, value in zip(names[:npos], args):
         bound[name] = value
+    extra = list(args[npos:])
+    if extra and not has_varargs:
+        raise fail(f"takes {npos} positional arguments but {len(args)} were given")
+    varkw: dict = {}
+    kwonly = names[npos:npos + nkw]
+    for key, value in kwargs.items():
+        if (key in names[posonly:npos] or key in kwonly) and key not in bound:
+            bound[key] = value
+        elif key in bound and key in names[posonly:npos]:
+            raise fail(f"got multiple values for argument {key!r}")
+        elif has_varkw:
+            varkw[key] = value
+        else:
+            raise fail(f"got an unexpected keyword argument {key!r}")
+    first_default = npos - len(defaults)
+    for i, name in enumerate(names[:npos]):
+        if name not in bound:
+            if i < first_default:
+                raise fail(f"missing required argument {name!r}")
+            bound[name] = defaults[i - first_default]
+    for name in kwonly:
+        if name not in bound:
+            if name not in kwdefaults:
+                raise fail(f"missing required keyword-only argument {name!r}")
+            bound[name] = kwdefaults[name]
+    i = npos + nkw
+    if has_varargs:
+        bound[names[i]] = TupleVariable(extra)
+        i += 1
+    if has_varkw:
+        bound[names[i]] = DictVariable(varkw)
     return bound
 
 

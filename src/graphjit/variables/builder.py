@@ -32,7 +32,7 @@ from .misc import (
     WithExitVariable,
 )
 from .nn_module import NNModuleVariable
-from .sequences import ListVariable, TupleVariable
+from .sequences import DictVariable, ListVariable, TupleVariable
 from .tensor import TensorVariable
 from .torch_function import TorchFunctionVariable, is_torch_callable
 
@@ -74,6 +74,12 @@ def build(tx, value: Any, source: Source | None = None) -> VariableTracker:
             return TupleVariable(items, source=source)
         mt = ValueMutationExisting() if source is not None else None
         return ListVariable(items, mutation_type=mt, source=source)
+    if type(value) is dict and all(is_constant_value(k) for k in value):
+        guard(source, GuardKind.DICT_KEYS, value)
+        items = {k: build(tx, v, GetItemSource(source, k) if source is not None else None)
+                 for k, v in value.items()}
+        mt = ValueMutationExisting() if source is not None else None
+        return DictVariable(items, mutation_type=mt, source=source)
     if isinstance(value, types.ModuleType):
         guard(source, GuardKind.ID_MATCH, value)
         return PythonModuleVariable(value, source=source)

@@ -4,6 +4,7 @@ devices, ``torch.Size``, slices, Ellipsis.  Operations on them are folded at tra
 from __future__ import annotations
 
 import operator
+import types
 from typing import Any
 
 import torch
@@ -14,6 +15,7 @@ from .base import VariableTracker
 CONSTANT_TYPES = (
     type(None), bool, int, float, complex, str, bytes, type(Ellipsis), type(NotImplemented),
     torch.dtype, torch.device, torch.layout, torch.memory_format, torch.Size, range,
+    types.CodeType,
 )
 
 

@@ -83,6 +83,16 @@ class NNModuleVariable(VariableTracker):
             return BoundUserMethodVariable(VariableTracker.build(tx, cls_attr), self)
         return VariableTracker.build(tx, cls_attr)
 
+    def unpack(self, tx) -> list[VariableTracker]:
+        m = self.module
+        if isinstance(m, (torch.nn.ModuleList, torch.nn.Sequential)):
+            return [self.var_getattr(tx, key) for key in m._modules]
+        if isinstance(m, torch.nn.ModuleDict):
+            from .constant import ConstantVariable
+
+            return [ConstantVariable(key) for key in m._modules]
+        raise unsupported("cannot iterate", f"iteration over {type(m).__qualname__}")
+
     def call_function(self, tx, args, kwargs) -> VariableTracker:
         m = self.module
         if _has_hooks(m):

@@ -36,6 +36,13 @@ class BaseSequenceVariable(VariableTracker):
     def truthiness(self, tx) -> bool:
         return bool(self.items)
 
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        if callable(getattr(self.seq_type, name, None)):
+            from .functions import BoundMethodVariable
+
+            return BoundMethodVariable(self, name)
+        return super().var_getattr(tx, name)
+
     def getitem(self, tx, index: VariableTracker) -> VariableTracker:
         idx = index.as_python_constant()
         if isinstance(idx, slice):
@@ -212,6 +219,13 @@ class DictVariable(VariableTracker):
 
     def truthiness(self, tx) -> bool:
         return bool(self.items)
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        if callable(getattr(dict, name, None)):
+            from .functions import BoundMethodVariable
+
+            return BoundMethodVariable(self, name)
+        return super().var_getattr(tx, name)
 
     def getitem(self, tx, index: VariableTracker) -> VariableTracker:
         key = index.as_python_constant()

@@ -5,6 +5,7 @@ the graph (seeding RNGs, saving files, running autograd)."""
 from __future__ import annotations
 
 import sys
+import types
 from typing import Any
 
 import torch
@@ -95,9 +96,24 @@ def _is_metadata_query(fn, args) -> bool:
     return False
 
 
+#: Python (not C) functions from these modules are recorded as graph calls; other torch
+#: Python functions (helpers, methods) are inlined like user code.
+GRAPHABLE_PY_MODULES = frozenset({"torch", "torch.functional", "torch.nn.functional",
+                                  "torch.random", "torch._refs", "torch.special", "torch.fft",
+                                  "torch.linalg"})
+
+
 def is_torch_callable(value: Any) -> bool:
     """Does ``value`` belong to torch's API (so it is recorded rather than inlined)?"""
+    try:
+        if value in CONSTANT_FOLD or value in SKIPPED or value in _compiling_flags():
+            return True
+    except TypeError:  # unhashable
+        return False
     mod = getattr(value, "__module__", None)
+    if isinstance(value, types.FunctionType):
+        module = sys.modules.get(mod or "")
+        return mod in GRAPHABLE_PY_MODULES and getattr(module, value.__name__, None) is value
     if isinstance(mod, str) and (mod == "torch" or mod.startswith("torch.")):
         return True
     # methods of torch.Tensor and builtins from torch._C report odd modules
