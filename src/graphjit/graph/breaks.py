@@ -49,7 +49,7 @@ def reconstruct_local(tx, cg: PyCodegen, name: str) -> None:
     if var is None:  # never touched by the trace: still the frame's own value
         cg.load_fast(name)
     else:
-        var.reconstruct(cg)
+        cg.reconstruct(var)
 
 
 def break_values(tx, bp: BreakPoint) -> list:
@@ -118,7 +118,7 @@ class BreakCodegen:
             if isinstance(var, NullVariable):
                 nulls.append(i)
             else:
-                var.reconstruct(self.cg)
+                self.cg.reconstruct(var)
                 names.append(stack_name(i))
         return names, tuple(nulls)
 
@@ -129,7 +129,7 @@ class BreakCodegen:
         for i, var in enumerate(items):
             if i == callable_pos and self._push_wrapped_callable(var):
                 continue
-            var.reconstruct(self.cg)
+            self.cg.reconstruct(var)
 
     def _push_wrapped_callable(self, var) -> bool:
         """Call user functions through their own compiled wrapper (no frame hook in pure
@@ -170,11 +170,12 @@ class BreakCodegen:
     def emit_jump(self, bp: BreakPoint) -> None:
         tx, cg, inst = self.tx, self.cg, bp.inst
         passthrough, cond = bp.stack[:-1], bp.stack[-1]
-        cond.reconstruct(cg)
+        cg.reconstruct(cond)
         jump = create_instruction(inst.opname, target=inst)  # target fixed below
         cg.append(jump)
         fall, taken = bp.index + 1, tx.indexof[id(inst.target)]
         for i, target in enumerate((fall, taken)):
+            cg.forget_temps()  # each tail runs alone: rebuild shared objects in each
             first = len(cg.instructions)
             live = defined_locals(tx, live_locals(tx.instructions, target))
             cg.push_null()
@@ -202,7 +203,7 @@ class BreakCodegen:
             cg.store_fast(name)
         for name, cell in tx.cells.items():
             if cell.modified:
-                cell.contents.reconstruct(cg)
+                cg.reconstruct(cell.contents)
                 cg.append(create_instruction("STORE_DEREF", argval=name))
         body = copy_instructions(tx.instructions)
         for inst in body:

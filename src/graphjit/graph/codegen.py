@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..bytecode.instruction import Instruction, create_call, create_instruction
+from ..variables.base import AttributeMutationNew, ValueMutationNew
 
 
 class PyCodegen:
@@ -21,6 +22,8 @@ class PyCodegen:
         self.new_varnames: list[str] = []
         self.graph_outputs: dict = {}  # fx node -> temp local holding its value
         self.positions = None  # source location given to emitted instructions
+        self._temps: dict[int, str] = {}  # id(tracker) -> temp local with its object
+        self._keep: list = []
         self._tmp = 0
 
     def __repr__(self) -> str:
@@ -42,6 +45,28 @@ class PyCodegen:
             if name not in self.code.co_varnames:
                 self.new_varnames.append(name)
                 return name
+
+    # -- rebuilding trackers ----------------------------------------------------------------
+    def reconstruct(self, var) -> None:
+        """Push ``var``'s value.  Objects made while tracing (lists, dicts) are built once
+        and kept in a temporary, so every reference sees the same object, as in eager."""
+        if not isinstance(var.mutation_type, (ValueMutationNew, AttributeMutationNew)):
+            var.reconstruct(self)
+            return
+        name = self._temps.get(id(var))
+        if name is not None:
+            self.load_fast(name)
+            return
+        var.reconstruct(self)
+        name = self.new_var("obj")
+        self.append(create_instruction("COPY", arg=1))
+        self.store_fast(name)
+        self._temps[id(var)] = name
+        self._keep.append(var)
+
+    def forget_temps(self) -> None:
+        """Start a code path on which no temporary has been assigned yet."""
+        self._temps.clear()
 
     # -- emitters -------------------------------------------------------------------------
     def load_const(self, value: Any) -> None:

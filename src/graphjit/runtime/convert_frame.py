@@ -125,7 +125,7 @@ def build_entry(fn, tx: InstructionTranslator, output: OutputGraph, global_state
         cg.call(1)
         cg.append_pop_top()
     if bp is None:
-        tx.return_value.reconstruct(cg)
+        cg.reconstruct(tx.return_value)
         cg.return_value()
     else:
         BreakCodegen(tx, cg, lambda c: hooks.make_resume(c, fn.__globals__), hooks.wrap_callable).emit(bp)

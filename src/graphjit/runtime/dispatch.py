@@ -68,6 +68,7 @@ class CompiledFunction:
         self._fn = fn
         self._session = session or CompileSession(backend, fullgraph, mode, options, dynamic)
         self._fullgraph = self._session.fullgraph
+        self._backend = self._session.backend
         self._entries: list[CacheEntry] = []
         self._run_eagerly = False
         self.__wrapped__ = fn

@@ -83,7 +83,12 @@ class LoadStoreHandlers:
         closure = self.pop().items if flags & 0x08 else []
         if flags & 0x04:
             self.pop()  # annotations
-        kwdefaults = self.pop().items if flags & 0x02 else {}
-        defaults = self.pop().items if flags & 0x01 else []
+        kwdefaults = self.pop() if flags & 0x02 else None
+        defaults = self.pop().unpack(self) if flags & 0x01 else []
+        if kwdefaults is not None:
+            kwdefaults = {k.as_python_constant(): v for k, v in
+                          zip(kwdefaults.unpack(self), kwdefaults.children(), strict=True)} \
+                if not kwdefaults.is_python_constant() else {
+                    k: VariableTracker.build(self, v) for k, v in kwdefaults.as_python_constant().items()}
         self.push(NestedUserFunctionVariable(code, self.f_globals, code.co_qualname, defaults,
-                                             kwdefaults, list(closure)))
+                                             kwdefaults or {}, list(closure)))

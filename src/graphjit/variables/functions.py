@@ -28,7 +28,7 @@ class BoundMethodVariable(VariableTracker):
     def reconstruct(self, cg) -> None:
         from ..bytecode.instruction import create_instruction
 
-        self.obj.reconstruct(cg)
+        cg.reconstruct(self.obj)
         cg.append(create_instruction("LOAD_ATTR", argval=self.name))
 
 

@@ -182,8 +182,8 @@ class BoundUserMethodVariable(VariableTracker):
         if fn_override is not None:
             cg.load_const_object(fn_override)
         else:
-            self.fn_var.reconstruct(cg)
-        self.self_var.reconstruct(cg)
+            cg.reconstruct(self.fn_var)
+        cg.reconstruct(self.self_var)
         cg.call(2)
 
 

@@ -66,8 +66,11 @@ class BaseSequenceVariable(VariableTracker):
         raise unsupported("unsupported sequence method", f"{self.seq_type.__name__}.{name}")
 
     def reconstruct(self, cg) -> None:
+        if self.source is not None:  # it existed before: the same object, reloaded
+            cg.extend(self.source.reconstruct())
+            return
         for item in self.items:
-            item.reconstruct(cg)
+            cg.reconstruct(item)
         cg.build(self.seq_type, len(self.items))
 
 
@@ -106,7 +109,7 @@ class TupleVariable(BaseSequenceVariable):
 
     def reconstruct(self, cg) -> None:
         cls = self.namedtuple_cls
-        if cls is None:
+        if cls is None or self.source is not None:
             return super().reconstruct(cg)
         cg.push_null()
         cg.load_const_object(cls._make if hasattr(cls, "_make") else cls)
@@ -190,7 +193,7 @@ class SliceVariable(VariableTracker):
 
     def reconstruct(self, cg) -> None:
         for p in self.parts:
-            p.reconstruct(cg)
+            cg.reconstruct(p)
         cg.build(slice, 3)
 
 
@@ -265,7 +268,10 @@ class DictVariable(VariableTracker):
         raise unsupported("unsupported dict method", f"dict.{name}")
 
     def reconstruct(self, cg) -> None:
+        if self.source is not None:
+            cg.extend(self.source.reconstruct())
+            return
         for k, v in self.items.items():
             cg.load_const(k)
-            v.reconstruct(cg)
+            cg.reconstruct(v)
         cg.build(dict, len(self.items))

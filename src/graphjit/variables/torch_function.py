@@ -66,7 +66,7 @@ class TorchFunctionVariable(VariableTracker):
         return self.fn
 
     def call_function(self, tx, args, kwargs) -> VariableTracker:
-        fn = self.fn
+        fn = unwrap_torch(self.fn)
         if fn in _compiling_flags():
             return ConstantVariable(True)
         if fn in SKIPPED:
@@ -96,6 +96,15 @@ def _is_metadata_query(fn, args) -> bool:
     return False
 
 
+def unwrap_torch(fn: Any) -> Any:
+    """Importing torch._dynamo wraps some torch functions (``torch.manual_seed``) in a
+    ``functools.wraps`` decorator; look through it to the function our tables name."""
+    inner = getattr(fn, "__wrapped__", None)
+    if inner is not None and getattr(fn, "__module__", "").startswith("torch"):
+        return inner
+    return fn
+
+
 #: Python (not C) functions from these modules are recorded as graph calls; other torch
 #: Python functions (helpers, methods) are inlined like user code.
 GRAPHABLE_PY_MODULES = frozenset({"torch", "torch.functional", "torch.nn.functional",
@@ -106,7 +115,8 @@ GRAPHABLE_PY_MODULES = frozenset({"torch", "torch.functional", "torch.nn.functio
 def is_torch_callable(value: Any) -> bool:
     """Does ``value`` belong to torch's API (so it is recorded rather than inlined)?"""
     try:
-        if value in CONSTANT_FOLD or value in SKIPPED or value in _compiling_flags():
+        plain = unwrap_torch(value)
+        if plain in CONSTANT_FOLD or plain in SKIPPED or plain in _compiling_flags():
             return True
     except TypeError:  # unhashable
         return False
