@@ -99,6 +99,7 @@ class BreakCodegen:
 
     def emit(self, bp: BreakPoint) -> None:
         self.cg.positions = bp.inst.positions  # tracebacks point at the breaking line
+        self.store_modified_cells()
         if bp.kind == "step":
             self.emit_step(bp)
         elif bp.inst.opname in CONDITIONAL_JUMPS:
@@ -107,10 +108,28 @@ class BreakCodegen:
             self.emit_instruction_break(bp)
 
     # -- pieces ---------------------------------------------------------------------------
-    def _resume_fn(self, target_index: int, nstack: int, null_idxes: tuple[int, ...],
-                   params: tuple[str, ...]):
+    def _load_resume(self, marker: int, target_index: int, nstack: int,
+                     null_idxes: tuple[int, ...], params: tuple[str, ...]) -> None:
+        """Insert, at ``marker``, the code that pushes the resume function: a constant, or
+        for frames with cells a factory called with this frame's cells as the closure."""
         code = resume_code(self.tx.code, self.tx.instructions, target_index, nstack, null_idxes, params)
-        return self.make_resume(code)
+        fn = self.make_resume(code)
+        if not code.co_freevars:
+            insts = [create_instruction("LOAD_CONST", argval=fn)]
+        else:
+            insts = [create_instruction("PUSH_NULL"), create_instruction("LOAD_CONST", argval=fn)]
+            insts += [create_instruction("LOAD_CLOSURE", argval=n) for n in code.co_freevars]
+            insts += [create_instruction("BUILD_TUPLE", arg=len(code.co_freevars)), *create_call(1)]
+        for inst in insts:
+            inst.positions = self.cg.positions
+        self.cg.instructions[marker:marker] = insts
+
+    def store_modified_cells(self) -> None:
+        """Cells written while tracing get their final contents before Python runs on."""
+        for name, cell in self.tx.cells.items():
+            if cell.modified:
+                self.cg.reconstruct(cell.contents)
+                self.cg.append(create_instruction("STORE_DEREF", argval=name))
 
     def _push_passthrough(self, items) -> tuple[list[str], tuple[int, ...]]:
         names, nulls = [], []
@@ -126,6 +145,8 @@ class BreakCodegen:
         callable_pos = None
         if inst.opname == "CALL":
             callable_pos = 1 if isinstance(items[0], NullVariable) else 0
+        elif inst.opname == "CALL_FUNCTION_EX":
+            callable_pos = 1
         for i, var in enumerate(items):
             if i == callable_pos and self._push_wrapped_callable(var):
                 continue
@@ -162,8 +183,7 @@ class BreakCodegen:
         _emit_instruction(cg, inst, getattr(bp, "kw_names", None))
         pushed = [stack_name(len(passthrough) + j) for j in range(pushes)]
         params = tuple(names) + tuple(live) + tuple(pushed)
-        fn = self._resume_fn(target, len(passthrough) + pushes, nulls, params)
-        cg.instructions.insert(marker, create_instruction("LOAD_CONST", argval=fn))
+        self._load_resume(marker, target, len(passthrough) + pushes, nulls, params)
         cg.call(len(params))
         cg.return_value()
 
@@ -184,8 +204,7 @@ class BreakCodegen:
             for name in live:
                 reconstruct_local(tx, cg, name)
             params = tuple(names) + tuple(live)
-            fn = self._resume_fn(target, len(passthrough), nulls, params)
-            cg.instructions.insert(marker, create_instruction("LOAD_CONST", argval=fn))
+            self._load_resume(marker, target, len(passthrough), nulls, params)
             cg.call(len(params))
             cg.return_value()
             if i == 1:
@@ -201,10 +220,6 @@ class BreakCodegen:
             reconstruct_local(tx, cg, name)
         for name in reversed(changed):
             cg.store_fast(name)
-        for name, cell in tx.cells.items():
-            if cell.modified:
-                cg.reconstruct(cell.contents)
-                cg.append(create_instruction("STORE_DEREF", argval=name))
         body = copy_instructions(tx.instructions)
         for inst in body:
             if inst.opname in _NOP_OPS:

@@ -58,10 +58,11 @@ def resume_code(code: types.CodeType, insts: list[Instruction], target_index: in
     if cached is not None:
         return cached
     body = copy_instructions(insts)
+    # cells of the frame travel as the resume function's closure
+    freevars = tuple(code.co_cellvars) + tuple(code.co_freevars)
     prologue: list[Instruction] = []
-    for inst in body:
-        if inst.opname == "COPY_FREE_VARS":
-            prologue.append(create_instruction("COPY_FREE_VARS", arg=inst.arg))
+    if freevars:
+        prologue.append(create_instruction("COPY_FREE_VARS", arg=len(freevars)))
     prologue.append(create_instruction("RESUME", arg=0))
     for i in range(nstack):
         if i in null_idxes:
@@ -72,11 +73,11 @@ def resume_code(code: types.CodeType, insts: list[Instruction], target_index: in
     for inst in body:  # the frame is already set up by our prologue
         if inst.opname in ("RESUME", "MAKE_CELL", "COPY_FREE_VARS"):
             inst.opcode, inst.opname, inst.arg, inst.argval = _NOP, "NOP", None, None
-    others = tuple(v for v in code.co_varnames if v not in params)
+    others = tuple(v for v in code.co_varnames if v not in params and v not in freevars)
     name = f"__resume_at_{offset}_{next(_counter)}"
     flags = code.co_flags & ~(inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)
     new = assemble(prologue + body, code, co_varnames=params + others, co_argcount=len(params),
                    co_posonlyargcount=0, co_kwonlyargcount=0, co_flags=flags,
-                   co_name=name, co_qualname=name)
+                   co_name=name, co_qualname=name, co_cellvars=(), co_freevars=freevars)
     _cache[key] = new
     return new

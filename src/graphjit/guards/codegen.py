@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import textwrap
 import types
 from typing import Any, Callable
 
@@ -107,12 +108,20 @@ def guard_expressions(guard: Guard, scope: GuardScope, c: _Consts) -> list[str]:
     raise AssertionError(k)
 
 
+def _depth(source) -> int:
+    depth = 0
+    while hasattr(source, "base"):
+        source, depth = source.base, depth + 1
+    return depth
+
+
 def build_guard_function(guards: list[Guard], code: types.CodeType, fn: types.FunctionType,
                          global_state: dict[str, Any], no_aliasing: bool = True) -> GuardFunction:
     """Compile ``guards`` (plus the global-state checks) into a :class:`GuardFunction`."""
     scope = GuardScope(frozenset(code.co_varnames + code.co_freevars))
     c = _Consts()
-    ordered = sorted(guards, key=lambda g: (g.kind, len(g.source.display())))
+    # containers are checked before their items (a key guard before an item's guard)
+    ordered = sorted(guards, key=lambda g: (_depth(g.source), g.kind, len(g.source.display())))
     parts: list[tuple[str, str]] = []
     for g in ordered:
         if g.kind is GuardKind.TENSOR_MATCH:
@@ -139,25 +148,36 @@ def build_guard_function(guards: list[Guard], code: types.CodeType, fn: types.Fu
                "___G": fn.__globals__}
     cell_names = [f"___c{i}" for i in range(len(c.values))] + list(helpers)
     free = list(code.co_freevars)
-    body = " and\n            ".join(f"({expr})" for _, expr in parts) or "True"
-    why_lines = "\n".join(f"        if not ({expr}): return {label + ': ' + expr!r}"
-                          for label, expr in parts)
-    src = (
-        f"def ___make({', '.join(cell_names + free)}):\n"
+    body = " and\n                ".join(f"({expr})" for _, expr in parts) or "True"
+    guard_src = (
         f"    def ___guard({sig}):\n"
-        f"        return ({body})\n"
-        f"    def ___why({sig}):\n"
-        f"{why_lines}\n"
-        f"        return None\n"
-        f"    return ___guard, ___why\n"
+        f"        try:\n"
+        f"            return ({body})\n"
+        f"        except Exception:  # a value of another shape: not this entry\n"
+        f"            return False\n"
     )
+    # ___why evaluates the same checks one by one and names the first that fails
+    why_src = (
+        f"    def ___why({sig}):\n"
+        f"        for ___label, ___check in (\n"
+        + "".join(f"                ({label + ': ' + expr!r}, lambda: {expr}),\n" for label, expr in parts)
+        + "        ):\n"
+        f"            try:\n"
+        f"                if not ___check():\n"
+        f"                    return ___label\n"
+        f"            except Exception as e:\n"
+        f"                return f'{{___label}} (raised {{e!r}})'\n"
+        f"        return None\n"
+    )
+    src = (f"def ___make({', '.join(cell_names + free)}):\n{guard_src}{why_src}"
+           f"    return ___guard, ___why\n")
     ns: dict[str, Any] = {}
     exec(compile(src, f"<graphjit guard {code.co_name}>", "exec"), ns)
     cells = dict(zip(cell_names, [*c.values, *helpers.values()], strict=True))
     real_cells = dict(zip(code.co_freevars, fn.__closure__ or (), strict=True))
     made = ns["___make"](*[cells[n] for n in cell_names], *[None for _ in free])
     check, why = (_rebind(f, fn, cells, real_cells) for f in made)
-    return GuardFunction(check, why, _pretty(src), parts)
+    return GuardFunction(check, why, textwrap.dedent(guard_src), parts)
 
 
 def _rebind(made: types.FunctionType, fn: types.FunctionType, cells: dict, real: dict):
@@ -165,10 +185,6 @@ def _rebind(made: types.FunctionType, fn: types.FunctionType, cells: dict, real:
     out = types.FunctionType(made.__code__, fn.__globals__, made.__name__, fn.__defaults__, closure)
     out.__kwdefaults__ = fn.__kwdefaults__
     return out
-
-
-def _pretty(src: str) -> str:
-    return src
 
 
 __all__ = ["GuardFunction", "build_guard_function", "signature_text", "LocalSource"]

@@ -41,12 +41,16 @@ class CompileSession:
     def __repr__(self) -> str:
         return f"CompileSession(backend={self.backend!r}, fullgraph={self.fullgraph})"
 
-    def make_resume(self, code: types.CodeType, f_globals: dict) -> "CompiledFunction":
-        """The dispatcher of a resume function (one per resume code object)."""
+    def make_resume(self, code: types.CodeType, f_globals: dict):
+        """The dispatcher of a resume function (one per resume code object), or for code
+        with free variables a :class:`ResumeFactory` that makes one per closure."""
         cf = self._resumes.get(code)
         if cf is None:
-            fn = types.FunctionType(code, f_globals, code.co_name)
-            cf = self._resumes[code] = CompiledFunction(fn, session=self)
+            if code.co_freevars:
+                cf = ResumeFactory(code, f_globals, self)
+            else:
+                cf = CompiledFunction(types.FunctionType(code, f_globals, code.co_name), session=self)
+            self._resumes[code] = cf
         return cf
 
     def wrap_callable(self, fn: types.FunctionType) -> "CompiledFunction":
@@ -54,6 +58,29 @@ class CompileSession:
         cf = self._wrapped.get(fn)
         if cf is None:
             cf = self._wrapped[fn] = CompiledFunction(fn, session=self)
+        return cf
+
+
+class ResumeFactory:
+    """Makes the dispatcher of a resume function for the closure (the cells of the frame
+    that broke) it is called with; dispatchers are kept per closure."""
+
+    MAX_CLOSURES = 64
+
+    def __init__(self, code: types.CodeType, f_globals: dict, session: CompileSession) -> None:
+        self.code, self.f_globals, self.session = code, f_globals, session
+        self._by_closure: dict[tuple, CompiledFunction] = {}
+
+    def __repr__(self) -> str:
+        return f"<graphjit resume factory {self.code.co_name}>"
+
+    def __call__(self, closure: tuple) -> "CompiledFunction":
+        cf = self._by_closure.get(closure)
+        if cf is None:
+            if len(self._by_closure) >= self.MAX_CLOSURES:
+                self._by_closure.clear()
+            fn = types.FunctionType(self.code, self.f_globals, self.code.co_name, None, closure)
+            cf = self._by_closure[closure] = CompiledFunction(fn, session=self.session)
         return cf
 
 

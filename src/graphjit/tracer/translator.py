@@ -426,7 +426,7 @@ class InstructionTranslator(TranslatorBase):
 
     def can_resume_at(self, index: int) -> bool:
         inst = self.instructions[index]
-        if inst.opname not in RESUMABLE or self.code.co_cellvars or self.code.co_freevars:
+        if inst.opname not in RESUMABLE:
             return False
         if index in self._loops():
             return False

@@ -69,6 +69,8 @@ class TorchFunctionVariable(VariableTracker):
         fn = unwrap_torch(self.fn)
         if fn in _compiling_flags():
             return ConstantVariable(True)
+        if fn is torch.is_grad_enabled and not args:
+            return ConstantVariable(tx.output.grad_enabled)  # the traced grad mode
         if fn in SKIPPED:
             raise unsupported(
                 "skipped torch function", f"{self._repr_body()} ({SKIPPED[fn]})",
