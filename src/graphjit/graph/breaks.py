@@ -90,9 +90,11 @@ def _emit_instruction(cg: PyCodegen, inst: Instruction, kw_names) -> None:
 class BreakCodegen:
     """Emits the code after the graph call for one break point."""
 
-    def __init__(self, tx, cg: PyCodegen, make_resume: Callable, wrap_callable: Callable) -> None:
+    def __init__(self, tx, cg: PyCodegen, make_resume: Callable, wrap_callable: Callable,
+                 side_effects) -> None:
         self.tx, self.cg = tx, cg
         self.make_resume, self.wrap_callable = make_resume, wrap_callable
+        self.side_effects = side_effects
 
     def __repr__(self) -> str:
         return f"BreakCodegen({self.tx.code.co_name})"
@@ -170,6 +172,7 @@ class BreakCodegen:
         passthrough, consumed = bp.stack[:len(bp.stack) - pops], bp.stack[len(bp.stack) - pops:]
         if inst.opname == "RAISE_VARARGS":
             self._push_consumed(consumed, inst)
+            self.side_effects.codegen(cg)
             _emit_instruction(cg, inst, None)
             return
         target = bp.index + 1
@@ -180,6 +183,7 @@ class BreakCodegen:
         for name in live:
             reconstruct_local(tx, cg, name)
         self._push_consumed(consumed, inst)
+        self.side_effects.codegen(cg)  # pending writes land before the instruction runs
         _emit_instruction(cg, inst, getattr(bp, "kw_names", None))
         pushed = [stack_name(len(passthrough) + j) for j in range(pushes)]
         params = tuple(names) + tuple(live) + tuple(pushed)
@@ -191,6 +195,7 @@ class BreakCodegen:
         tx, cg, inst = self.tx, self.cg, bp.inst
         passthrough, cond = bp.stack[:-1], bp.stack[-1]
         cg.reconstruct(cond)
+        self.side_effects.codegen(cg)
         jump = create_instruction(inst.opname, target=inst)  # target fixed below
         cg.append(jump)
         fall, taken = bp.index + 1, tx.indexof[id(inst.target)]
@@ -220,6 +225,7 @@ class BreakCodegen:
             reconstruct_local(tx, cg, name)
         for name in reversed(changed):
             cg.store_fast(name)
+        self.side_effects.codegen(cg)
         body = copy_instructions(tx.instructions)
         for inst in body:
             if inst.opname in _NOP_OPS:

@@ -34,6 +34,7 @@ from ..variables.base import VariableTracker
 from ..variables.constant import ConstantVariable, is_constant_value
 from ..variables.sequences import ListVariable, SliceVariable, TupleVariable
 from ..variables.tensor import TensorVariable
+from .side_effects import SideEffects
 
 _UNSAFE_CHARS = re.compile(r"[^0-9a-zA-Z_]+")
 
@@ -70,6 +71,7 @@ class OutputGraph:
         self._attrs_by_id: dict[int, tuple[str, Any]] = {}
         self.root = torch.nn.Module()
         self.grad_enabled = torch.is_grad_enabled()
+        self.side_effects = SideEffects()
         self.keepalive: list[Any] = []
 
     def __repr__(self) -> str:

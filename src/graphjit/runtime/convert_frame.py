@@ -99,9 +99,10 @@ def build_entry(fn, tx: InstructionTranslator, output: OutputGraph, global_state
     code = fn.__code__
     bp = tx.break_point
     values = [tx.return_value] if bp is None else break_values(tx, bp)
+    values += output.side_effects.values()
     out_nodes = graph_outputs_for(values)
     has_graph = output.count_calls() > 0 or bool(out_nodes)
-    if bp is None and not has_graph:
+    if bp is None and not has_graph and not output.side_effects:
         return None  # nothing for a graph: run the frame as it is
     if bp is not None and bp.kind == "step" and output.count_calls() == 0:
         _record_break(fn, bp)
@@ -126,9 +127,11 @@ def build_entry(fn, tx: InstructionTranslator, output: OutputGraph, global_state
         cg.append_pop_top()
     if bp is None:
         cg.reconstruct(tx.return_value)
+        output.side_effects.codegen(cg)
         cg.return_value()
     else:
-        BreakCodegen(tx, cg, lambda c: hooks.make_resume(c, fn.__globals__), hooks.wrap_callable).emit(bp)
+        BreakCodegen(tx, cg, lambda c: hooks.make_resume(c, fn.__globals__), hooks.wrap_callable,
+                     output.side_effects).emit(bp)
         _record_break(fn, bp)
     new_code = assemble(cg.instructions, code, **code_overrides(code, cg))
     new_fn = types.FunctionType(new_code, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)

@@ -69,18 +69,19 @@ class ResumeFactory:
 
     def __init__(self, code: types.CodeType, f_globals: dict, session: CompileSession) -> None:
         self.code, self.f_globals, self.session = code, f_globals, session
-        self._by_closure: dict[tuple, CompiledFunction] = {}
+        self._by_closure: dict[tuple[int, ...], CompiledFunction] = {}
 
     def __repr__(self) -> str:
         return f"<graphjit resume factory {self.code.co_name}>"
 
     def __call__(self, closure: tuple) -> "CompiledFunction":
-        cf = self._by_closure.get(closure)
+        key = tuple(map(id, closure))  # cells are unhashable; the entry keeps them alive
+        cf = self._by_closure.get(key)
         if cf is None:
             if len(self._by_closure) >= self.MAX_CLOSURES:
                 self._by_closure.clear()
             fn = types.FunctionType(self.code, self.f_globals, self.code.co_name, None, closure)
-            cf = self._by_closure[closure] = CompiledFunction(fn, session=self.session)
+            cf = self._by_closure[key] = CompiledFunction(fn, session=self.session)
         return cf
 
 

@@ -70,11 +70,8 @@ class LoadStoreHandlers:
 
     def STORE_ATTR(self, inst) -> None:
         obj = self.pop()
-        self.pop()
-        raise unsupported(
-            "attribute write", f"{obj!r}.{inst.argval} = ...",
-            "Replaying attribute writes on Python objects is not supported yet.",
-            ["Return the value instead of storing it on an object inside the compiled function."])
+        value = self.pop()
+        obj.store_attr(self, inst.argval, value)
 
     # -- functions ------------------------------------------------------------------------
     def MAKE_FUNCTION(self, inst) -> None:

@@ -96,6 +96,13 @@ class VariableTracker:
     def var_getattr(self, tx, name: str) -> "VariableTracker":
         raise unsupported("unsupported attribute", f"{self!r}.{name}")
 
+    def store_attr(self, tx, name: str, value: "VariableTracker") -> None:
+        """``self.name = value`` (recorded for replay where supported)."""
+        raise unsupported(
+            "attribute write", f"{self!r}.{name} = ...",
+            "Replaying this attribute write is not supported; it runs in Python between graphs.",
+            ["Return the value instead of storing it on an object inside the compiled function."])
+
     def call_function(self, tx, args: list, kwargs: dict) -> "VariableTracker":
         raise unsupported("unsupported call", f"calling {self!r}")
 

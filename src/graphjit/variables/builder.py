@@ -99,6 +99,13 @@ def build(tx, value: Any, source: Source | None = None) -> VariableTracker:
 
 
 def _build_callable(tx, value, source, guard) -> VariableTracker:
+    owner = getattr(value, "__self__", None)
+    if isinstance(owner, torch.Tensor) and isinstance(value, types.BuiltinMethodType):
+        # ``x.add`` saved on the stack at a graph break: the tensor, then the method
+        from .functions import BoundMethodVariable
+
+        tensor = build(tx, owner, None if source is None else _attr(source, "__self__"))
+        return BoundMethodVariable(tensor, value.__name__, source=source)
     if is_torch_callable(value):
         guard(source, GuardKind.ID_MATCH, value)
         return TorchFunctionVariable(value, source=source)

@@ -141,6 +141,9 @@ class UserObjectVariable(VariableTracker):
                 type(class_attr), "__set__") or isinstance(class_attr, property):
             raise unsupported("data descriptor read", f"{cls.__qualname__}.{name}",
                               "Properties and data descriptors are not traced yet.")
+        pending = tx.output.side_effects.pending_attr(id(self.value), name)
+        if pending is not None:
+            return pending
         inst = getattr(self.value, "__dict__", {})
         if name in inst:
             return VariableTracker.build(tx, inst[name], AttrSource(self.source, name) if self.source else None)
@@ -151,6 +154,24 @@ class UserObjectVariable(VariableTracker):
         if class_attr is not None and not hasattr(type(class_attr), "__get__"):
             return VariableTracker.build(tx, class_attr)
         raise unsupported("unsupported attribute", f"{cls.__qualname__}.{name}")
+
+
+def _store_attr(self, tx, name: str, value: VariableTracker) -> None:
+    """``obj.name = value`` on a pre-existing object: recorded as an instance-dict write when
+    CPython would make one (default ``__setattr__``, no data descriptor, has ``__dict__``)."""
+    cls = type(self.value)
+    attr = _lookup_mro(cls, name)
+    plain = (cls.__setattr__ is object.__setattr__ and hasattr(self.value, "__dict__")
+             and self.source is not None
+             and not (attr is not None and hasattr(type(attr), "__set__")))
+    if not plain:
+        raise unsupported("attribute write through a descriptor or custom __setattr__",
+                          f"{cls.__qualname__}.{name} = ...",
+                          "This write runs in Python between graphs.")
+    tx.output.side_effects.store_attr(self, id(self.value), name, value)
+
+
+UserObjectVariable.store_attr = _store_attr
 
 
 def _lookup_mro(cls: type, name: str):
@@ -240,16 +261,22 @@ class GradModeVariable(VariableTracker):
         super().__init__(**kwargs)
         self.target = target
         self.previous: bool | None = None
+        self.entered = False  # set_grad_enabled(b) switches the mode when it is called
 
     def _repr_body(self) -> str:
         return f"grad_enabled={self.target}"
 
     def reconstruct(self, cg) -> None:
+        if self.entered:
+            raise unsupported("set_grad_enabled object across a graph break",
+                              "torch.set_grad_enabled(...) is live at a graph break")
         cg.push_null()
         cg.load_const_object(torch.enable_grad if self.target else torch.no_grad)
         cg.call(0)
 
     def enter(self, tx) -> VariableTracker:
+        if self.entered:
+            return ConstantVariable(None)
         self.previous = tx.output.grad_enabled
         _set_grad(tx, self.target)
         return ConstantVariable(None)

@@ -129,42 +129,45 @@ class ListVariable(BaseSequenceVariable):
     def _new_kwargs(self) -> dict:
         return {}
 
-    def _check_mutable(self, what: str) -> None:
-        if not isinstance(self.mutation_type, ValueMutationNew):
-            raise unsupported(
-                "mutation of a pre-existing list",
-                f"list.{what} on {self!r}",
-                "Replaying mutations of lists that existed before the call is not supported yet.",
-                ["Build a new list inside the compiled function instead of mutating an input."],
-            )
+    def _check_mutable(self, what: str, tx=None, item=None) -> None:
+        """New lists mutate freely; a pre-existing list's mutation is recorded for replay."""
+        if isinstance(self.mutation_type, ValueMutationNew):
+            return
+        if tx is None or self.source is None:
+            raise unsupported("mutation of a pre-existing list", f"list.{what} on {self!r}")
+        tx.output.side_effects.list_mutation(self, what, item)
 
     def call_method(self, tx, name: str, args: list, kwargs: dict) -> VariableTracker:
         if name == "append" and len(args) == 1:
-            self._check_mutable(name)
+            self._check_mutable(name, tx, args[0])
             self.items.append(args[0])
             return ConstantVariable(None)
         if name == "extend" and len(args) == 1:
-            self._check_mutable(name)
+            self._check_mutable(name, tx)
             self.items.extend(args[0].unpack(tx))
             return ConstantVariable(None)
         if name == "insert" and len(args) == 2:
-            self._check_mutable(name)
+            self._check_mutable(name, tx)
             self.items.insert(args[0].as_python_constant(), args[1])
             return ConstantVariable(None)
         if name == "pop" and len(args) <= 1:
-            self._check_mutable(name)
+            self._check_mutable(name, tx)
             idx = args[0].as_python_constant() if args else -1
             return self.items.pop(idx)
         if name == "reverse" and not args:
-            self._check_mutable(name)
+            self._check_mutable(name, tx)
             self.items.reverse()
+            return ConstantVariable(None)
+        if name == "clear" and not args:
+            self._check_mutable(name, tx)
+            self.items.clear()
             return ConstantVariable(None)
         if name == "copy" and not args:
             return ListVariable(list(self.items))
         return super().call_method(tx, name, args, kwargs)
 
     def setitem(self, tx, index: VariableTracker, value: VariableTracker) -> None:
-        self._check_mutable("__setitem__")
+        self._check_mutable("__setitem__", tx)
         idx = index.as_python_constant()
         if isinstance(idx, slice):
             self.items[idx] = value.unpack(tx)

@@ -79,9 +79,13 @@ class TorchFunctionVariable(VariableTracker):
             from .misc import GradModeVariable
 
             return GradModeVariable(fn is torch.enable_grad)
-        if fn is torch.set_grad_enabled:
-            raise unsupported("set_grad_enabled", "torch.set_grad_enabled is not traced yet",
-                              hints=["Use `with torch.no_grad():` or `with torch.enable_grad():`."])
+        if fn is torch.set_grad_enabled and len(args) == 1 and args[0].is_python_constant():
+            from .misc import GradModeVariable
+
+            ctx = GradModeVariable(bool(args[0].as_python_constant()))
+            ctx.enter(tx)  # like torch.set_grad_enabled(b): the mode changes at the call
+            ctx.entered = True
+            return ctx
         consts = all(a.is_python_constant() for a in [*args, *kwargs.values()])
         if fn in CONSTANT_FOLD or _is_metadata_query(fn, args):
             if consts:
