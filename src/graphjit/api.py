@@ -8,6 +8,8 @@ from typing import Any, Callable
 import torch
 
 from .backends.registry import list_backends, register_backend
+from .diagnostics import logs
+from .variables.nn_module import _has_hooks
 from .runtime import stats as _stats
 from .runtime.dispatch import CompiledFunction, reset_all
 
@@ -29,6 +31,14 @@ class CompiledModule(torch.nn.Module):
             mod.__dict__["forward"], types.MethodType)
 
     def forward(self, *args, **kwargs):
+        orig = self._modules["_orig_mod"]
+        if _has_hooks(orig):
+            # hooks wrap forward in Module._call_impl: run the original call so they fire
+            if not self.__dict__.get("_hooks_logged"):
+                self.__dict__["_hooks_logged"] = True
+                logs.emit("graph_breaks", f"{type(orig).__qualname__} has module hooks: "
+                          "calling it without compiling (module hooks are not traced yet)")
+            return orig(*args, **kwargs)
         if self.__dict__["_bound_self"]:
             return self.__dict__["_compiled_forward"](self._orig_mod, *args, **kwargs)
         return self.__dict__["_compiled_forward"](*args, **kwargs)

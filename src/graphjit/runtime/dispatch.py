@@ -98,6 +98,7 @@ class CompiledFunction:
         self._fullgraph = self._session.fullgraph
         self._backend = self._session.backend
         self._entries: list[CacheEntry] = []
+        self._fast: list[tuple] = []  # (check, fn) per entry: the hot path reads only these
         self._run_eagerly = False
         self.__wrapped__ = fn
         self.__name__ = fn.__name__
@@ -114,13 +115,14 @@ class CompiledFunction:
         return types.MethodType(self, obj)
 
     def __call__(self, *args, **kwargs):
-        for entry in self._entries:
-            if entry.guard.check(*args, **kwargs):
-                return entry.fn(*args, **kwargs)
+        for check, fn in self._fast:
+            if check(*args, **kwargs):
+                return fn(*args, **kwargs)
         return self._miss(args, kwargs)
 
     def _reset(self) -> None:
         self._entries.clear()
+        self._fast.clear()
         self._run_eagerly = False
 
     def _miss(self, args: tuple, kwargs: dict) -> Any:
@@ -173,6 +175,7 @@ class CompiledFunction:
         for g in entry.graphs:
             stats.record("graphs", g)
         self._entries.append(entry)
+        self._fast.append((entry.guard.check, entry.fn))
         return entry.fn(*args, **kwargs)
 
 
