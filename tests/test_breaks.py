@@ -904,6 +904,21 @@ def test_break_in_no_grad_block_of_inlined_helper():
     expect(fn, [(XG,)], graphs=3, breaks=2)
 
 
+@torch.no_grad()
+def _decorated_no_grad(x):
+    print("decorated")
+    return x * 2
+
+
+def test_break_in_no_grad_decorated_helper():
+    def fn(x):
+        return _decorated_no_grad(x) + 1
+    # as torch.compile: [mul] in the helper's resume, [add] in fn's resume; the decorator's
+    # wrapper (``with ctx_factory(): return func(*args, **kwargs)``) has no tensor op.
+    # Breaks: fn at the call, the wrapper at its call of the helper, the helper at print.
+    expect(fn, [(XG,)], graphs=2, breaks=3)
+
+
 def test_set_grad_enabled_false_block_with_break():
     def fn(x):
         with torch.set_grad_enabled(False):
