@@ -24,6 +24,13 @@ class GuardScope:
     shadowed and must be read through ``___G``)."""
 
     local_names: frozenset[str]
+    renamed: tuple[tuple[str, str], ...] = ()  # parameters that are not identifiers
+
+    def name_of(self, local: str) -> str:
+        for old, new in self.renamed:
+            if old == local:
+                return new
+        return local
 
 
 class Source:
@@ -62,7 +69,7 @@ class LocalSource(Source):
     def guard_expr(self, scope: GuardScope) -> str:
         # arguments are guard parameters; free variables are the guard's own free
         # variables, bound to the user function's closure cells
-        return self.local_name
+        return scope.name_of(self.local_name)
 
     def reconstruct(self) -> list[Instruction]:
         op = "LOAD_FAST" if self.kind == "fast" else "LOAD_DEREF"

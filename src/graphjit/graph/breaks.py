@@ -31,6 +31,7 @@ from ..tracer.liveness import live_locals
 from ..tracer.translator import CONDITIONAL_JUMPS, GENERIC_BREAKS, BreakPoint
 from ..variables import BoundUserMethodVariable, NullVariable, UserFunctionVariable
 from ..variables.functions import NestedUserFunctionVariable
+from ..variables.nn_module import NNModuleVariable, is_leaf_module
 from .codegen import PyCodegen
 from .resume import copy_instructions, resume_code, stack_name
 
@@ -162,6 +163,10 @@ class BreakCodegen:
             return True
         if isinstance(var, BoundUserMethodVariable) and type(var.fn_var) is UserFunctionVariable:
             var.reconstruct(self.cg, fn_override=self.wrap_callable(var.fn_var.fn))
+            return True
+        if isinstance(var, NNModuleVariable) and var.source is not None and not is_leaf_module(var.module):
+            # the module object is guarded by identity: call its compiled forward
+            self.cg.load_const_object(self.wrap_callable(var.module))
             return True
         return False
 

@@ -23,6 +23,7 @@ class PyCodegen:
         self.graph_outputs: dict = {}  # fx node -> temp local holding its value
         self.positions = None  # source location given to emitted instructions
         self._temps: dict[int, str] = {}  # id(tracker) -> temp local with its object
+        self.cells: dict = {}  # the traced frame's cells, by name (set by the caller)
         self._keep: list = []
         self._tmp = 0
 
@@ -63,6 +64,10 @@ class PyCodegen:
         self.store_fast(name)
         self._temps[id(var)] = name
         self._keep.append(var)
+
+    def frame_cells(self, names) -> list:
+        """The frame's cell trackers for ``names`` (``None`` where there is none)."""
+        return [self.cells.get(n) if n is not None else None for n in names]
 
     def forget_temps(self) -> None:
         """Start a code path on which no temporary has been assigned yet."""

@@ -205,7 +205,11 @@ class OutputGraph:
                           f"{_target_name(op, target)} returned {type(example).__name__}")
 
     def count_calls(self) -> int:
-        return sum(1 for n in self.graph.nodes if n.op in ("call_function", "call_method", "call_module"))
+        """Ops in the graph, not counting grad-mode toggles (a graph of only those is not
+        compiled: the generated code sets the final grad mode itself)."""
+        return sum(1 for n in self.graph.nodes
+                   if n.op in ("call_function", "call_method", "call_module")
+                   and n.target is not torch._C._set_grad_enabled)
 
 
 def _target_name(op: str, target: Any) -> str:

@@ -51,9 +51,15 @@ class _Consts:
         return name
 
 
+def safe_names(code: types.CodeType) -> dict[str, str]:
+    """Parameters whose names are not identifiers, mapped to ``___argN``."""
+    return {n: f"___arg{i}" for i, n in enumerate(code.co_varnames) if not n.isidentifier()}
+
+
 def signature_text(code: types.CodeType) -> str:
     """The parameter list of ``code`` as Python source (``a, /, b, *args, c, **kw``)."""
-    names = code.co_varnames
+    rename = safe_names(code)
+    names = tuple(rename.get(n, n) for n in code.co_varnames)
     npos, nkw = code.co_argcount, code.co_kwonlyargcount
     parts = list(names[:npos])
     if code.co_posonlyargcount:
@@ -118,7 +124,8 @@ def _depth(source) -> int:
 def build_guard_function(guards: list[Guard], code: types.CodeType, fn: types.FunctionType,
                          global_state: dict[str, Any], no_aliasing: bool = True) -> GuardFunction:
     """Compile ``guards`` (plus the global-state checks) into a :class:`GuardFunction`."""
-    scope = GuardScope(frozenset(code.co_varnames + code.co_freevars))
+    scope = GuardScope(frozenset(code.co_varnames + code.co_freevars),
+                       tuple(safe_names(code).items()))
     c = _Consts()
     # containers are checked before their items (a key guard before an item's guard)
     ordered = sorted(guards, key=lambda g: (_depth(g.source), g.kind, len(g.source.display())))

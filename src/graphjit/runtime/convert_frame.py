@@ -63,7 +63,13 @@ class Hooks:
 
 
 def bind_frame_locals(fn: types.FunctionType, args: tuple, kwargs: dict) -> dict[str, Any]:
-    """The frame's initial locals for ``fn(*args, **kwargs)`` (defaults applied)."""
+    """The frame's initial locals for ``fn(*args, **kwargs)`` (defaults applied).
+    Generated resume functions may have parameters that are not identifiers (pytest's
+    ``@py_assert1``), so plain positional calls are bound by position."""
+    code = fn.__code__
+    if not kwargs and not fn.__defaults__ and code.co_argcount == len(args) and not (
+            code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)) and not code.co_kwonlyargcount:
+        return dict(zip(code.co_varnames, args))
     ba = inspect.signature(fn, follow_wrapped=False).bind(*args, **kwargs)
     ba.apply_defaults()
     return dict(ba.arguments)
@@ -112,6 +118,7 @@ def build_entry(fn, tx: InstructionTranslator, output: OutputGraph, global_state
         output.graph.create_node("call_function", torch._C._set_grad_enabled,
                                  (global_state["grad_enabled"],))
     cg = PyCodegen(code)
+    cg.cells = tx.cells
     cg.extend(prefix_instructions(tx.instructions))
     cg.positions = _first_positions(tx.instructions)
     graphs = []

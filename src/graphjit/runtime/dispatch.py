@@ -18,7 +18,10 @@ from typing import Any
 from .. import config
 from ..backends.registry import lookup_backend
 from ..diagnostics import logs
+import torch
+
 from ..exc import InternalError, Unsupported
+from ..variables.nn_module import _has_hooks
 from . import stats
 from .convert_frame import CacheEntry, Hooks, convert_frame
 
@@ -53,12 +56,35 @@ class CompileSession:
             self._resumes[code] = cf
         return cf
 
-    def wrap_callable(self, fn: types.FunctionType) -> "CompiledFunction":
-        """The dispatcher for a user function called at a graph break."""
+    def wrap_callable(self, fn):
+        """The compiled stand-in for a user function or user module called at a graph
+        break (there is no frame hook to compile the callee when Python calls it)."""
         cf = self._wrapped.get(fn)
         if cf is None:
-            cf = self._wrapped[fn] = CompiledFunction(fn, session=self)
+            if isinstance(fn, torch.nn.Module):
+                forward = self.wrap_callable(type(fn).forward)
+                cf = self._wrapped[fn] = ModuleCall(fn, forward)
+            else:
+                cf = self._wrapped[fn] = CompiledFunction(fn, session=self)
         return cf
+
+
+class ModuleCall:
+    """Calls a module through its compiled ``forward`` when nothing else would run in
+    ``Module.__call__`` (no hooks, no patched ``forward``); otherwise calls the module."""
+
+    def __init__(self, module, forward: "CompiledFunction") -> None:
+        self._module_ref = weakref.ref(module)
+        self._forward = forward
+
+    def __repr__(self) -> str:
+        return f"<graphjit module call {self._forward._fn.__qualname__}>"
+
+    def __call__(self, *args, **kwargs):
+        module = self._module_ref()
+        if _has_hooks(module) or "forward" in module.__dict__:
+            return module(*args, **kwargs)
+        return self._forward(module, *args, **kwargs)
 
 
 class ResumeFactory:

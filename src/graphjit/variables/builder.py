@@ -111,6 +111,8 @@ def _build_callable(tx, value, source, guard) -> VariableTracker:
         return TorchFunctionVariable(value, source=source)
     if isinstance(value, types.MethodType):
         self_var = build(tx, value.__self__, None if source is None else _attr(source, "__self__"))
+        if isinstance(self_var, GradModeVariable):  # e.g. no_grad().clone as a decorator's factory
+            return self_var.var_getattr(tx, value.__name__)
         fn_var = build(tx, value.__func__)
         from .misc import BoundUserMethodVariable
 

@@ -107,5 +107,24 @@ class NestedUserFunctionVariable(UserFunctionVariable):
         return list(self.closure)
 
     def reconstruct(self, cg) -> None:
-        raise unsupported("nested function escapes", f"{self.name} is returned or stored",
-                          "Functions created inside the compiled region cannot leave it yet.")
+        """``MAKE_FUNCTION`` again, with the frame's own cells as the closure."""
+        from ..bytecode.instruction import create_instruction
+
+        names = [getattr(c, "name", None) for c in self.closure]
+        if (self.kwdefaults or not all(c is cg_cell for c, cg_cell in
+                                       zip(self.closure, cg.frame_cells(names), strict=True))):
+            raise unsupported("nested function escapes", f"{self.name} is returned or stored",
+                              "This function's closure or defaults cannot be rebuilt yet.")
+        flags = 0
+        if self.defaults:
+            for d in self.defaults:
+                cg.reconstruct(d)
+            cg.build(tuple, len(self.defaults))
+            flags |= 0x01
+        if self.closure:
+            for name in names:
+                cg.append(create_instruction("LOAD_CLOSURE", argval=name))
+            cg.build(tuple, len(names))
+            flags |= 0x08
+        cg.load_const(self.code)
+        cg.append(create_instruction("MAKE_FUNCTION", arg=flags))

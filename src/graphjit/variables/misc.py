@@ -241,6 +241,18 @@ class ListIteratorVariable(VariableTracker):
     def _repr_body(self) -> str:
         return f"{self.index}/{len(self.items)}"
 
+    def children(self) -> list[VariableTracker]:
+        return self.items[self.index:]
+
+    def reconstruct(self, cg) -> None:
+        """A fresh iterator over the items not consumed yet (the same values in order)."""
+        from ..bytecode.instruction import create_instruction
+
+        for item in self.items[self.index:]:
+            cg.reconstruct(item)
+        cg.build(tuple, len(self.items) - self.index)
+        cg.append(create_instruction("GET_ITER"))
+
     def next_item(self) -> VariableTracker | None:
         if self.index >= len(self.items):
             return None
@@ -273,6 +285,13 @@ class GradModeVariable(VariableTracker):
         cg.push_null()
         cg.load_const_object(torch.enable_grad if self.target else torch.no_grad)
         cg.call(0)
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        if name == "clone":  # _DecoratorContextManager.clone: a fresh manager of the same kind
+            from .torch_function import TorchFunctionVariable
+
+            return TorchFunctionVariable(torch.enable_grad if self.target else torch.no_grad)
+        return super().var_getattr(tx, name)
 
     def enter(self, tx) -> VariableTracker:
         if self.entered:

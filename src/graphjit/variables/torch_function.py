@@ -127,6 +127,8 @@ def is_torch_callable(value: Any) -> bool:
     except TypeError:  # unhashable
         return False
     mod = getattr(value, "__module__", None)
+    if isinstance(value, types.MethodType):
+        return False  # a Python method bound to an object: built from its parts
     if isinstance(value, types.FunctionType):
         module = sys.modules.get(mod or "")
         return mod in GRAPHABLE_PY_MODULES and getattr(module, value.__name__, None) is value
