@@ -42,6 +42,8 @@ _STDLIB_PREFIXES = tuple(
 
 
 _GRAD_MODE_FACTORIES = (torch.no_grad, torch.enable_grad, torch.set_grad_enabled)
+#: torch classes whose instances are trace-time constants (calling them is folded)
+_TORCH_VALUE_CLASSES = (torch.finfo, torch.iinfo, torch.device, torch.Size)
 
 
 def build(tx, value: Any, source: Source | None = None) -> VariableTracker:
@@ -54,7 +56,7 @@ def build(tx, value: Any, source: Source | None = None) -> VariableTracker:
         var = out.add_input(value, source)
         var.class_type = type(value)
         return var
-    if value in _GRAD_MODE_FACTORIES:
+    if value in _GRAD_MODE_FACTORIES or value in _TORCH_VALUE_CLASSES:
         guard(source, GuardKind.ID_MATCH, value)
         return TorchFunctionVariable(value, source=source)
     if type(value) in (torch.no_grad, torch.enable_grad):
@@ -72,14 +74,14 @@ def build(tx, value: Any, source: Source | None = None) -> VariableTracker:
                  for i, v in enumerate(value)]
         if type(value) is tuple:
             return TupleVariable(items, source=source)
-        mt = ValueMutationExisting() if source is not None else None
-        return ListVariable(items, mutation_type=mt, source=source)
+        # it existed before the call: never "new", even without a source (then its
+        # mutation cannot be replayed and is a graph break)
+        return ListVariable(items, mutation_type=ValueMutationExisting(), source=source)
     if type(value) is dict and all(is_constant_value(k) for k in value):
         guard(source, GuardKind.DICT_KEYS, value)
         items = {k: build(tx, v, GetItemSource(source, k) if source is not None else None)
                  for k, v in value.items()}
-        mt = ValueMutationExisting() if source is not None else None
-        return DictVariable(items, mutation_type=mt, source=source)
+        return DictVariable(items, mutation_type=ValueMutationExisting(), source=source)
     if isinstance(value, types.ModuleType):
         guard(source, GuardKind.ID_MATCH, value)
         return PythonModuleVariable(value, source=source)

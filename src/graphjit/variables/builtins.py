@@ -338,6 +338,10 @@ def call_builtin_class(tx, cls_var, args, kwargs) -> VariableTracker:
         return call_builtin(tx, cls, args, kwargs)
     if cls in (torch.Size,) and all(a.is_python_constant() for a in args):
         return VariableTracker.build(tx, cls(*[a.as_python_constant() for a in args]))
+    from .user_objects import NewObjectVariable, can_instantiate
+
+    if can_instantiate(cls):
+        return NewObjectVariable.create(tx, cls, list(args), dict(kwargs))
     raise unsupported("class instantiation", f"{cls.__qualname__}(...)",
                       "Creating instances of classes inside the compiled region is not traced yet.")
 

@@ -15,7 +15,7 @@ from .base import VariableTracker
 CONSTANT_TYPES = (
     type(None), bool, int, float, complex, str, bytes, type(Ellipsis), type(NotImplemented),
     torch.dtype, torch.device, torch.layout, torch.memory_format, torch.Size, range,
-    types.CodeType,
+    types.CodeType, torch.finfo, torch.iinfo,
 )
 
 

@@ -63,13 +63,21 @@ class UserFunctionVariable(VariableTracker):
     def get_closure_cells(self, tx) -> list:
         from .misc import CellVariable
 
+        from ..sources import AttrSource, GetItemSource
+
         cells = []
-        for name, cell in zip(self.fn.__code__.co_freevars, self.fn.__closure__ or (), strict=True):
+        closure = self.fn.__closure__ or ()
+        for i, (name, cell) in enumerate(zip(self.fn.__code__.co_freevars, closure, strict=True)):
             try:
                 contents = cell.cell_contents
             except ValueError:
                 raise unsupported("empty closure cell", f"{self.fn.__qualname__}: {name}") from None
-            cells.append(CellVariable(VariableTracker.build(tx, contents), name=name, pre_existing=True))
+            source = None
+            if self.source is not None:  # reachable again: guardable and replayable
+                source = AttrSource(GetItemSource(AttrSource(self.source, "__closure__"), i),
+                                    "cell_contents")
+            cells.append(CellVariable(VariableTracker.build(tx, contents, source), name=name,
+                                      pre_existing=True))
         return cells
 
     def call_function(self, tx, args, kwargs) -> VariableTracker:
