@@ -33,7 +33,7 @@ from ..variables import BoundUserMethodVariable, NullVariable, UserFunctionVaria
 from ..variables.functions import NestedUserFunctionVariable
 from ..variables.nn_module import NNModuleVariable, is_leaf_module
 from .codegen import PyCodegen
-from .resume import copy_instructions, resume_code, stack_name
+from .resume import cell_names, copy_instructions, resume_code, stack_name
 
 _NOP_OPS = ("RESUME", "MAKE_CELL", "COPY_FREE_VARS")
 _NOP = dis.opmap["NOP"]
@@ -58,7 +58,8 @@ def break_values(tx, bp: BreakPoint) -> list:
     names: set[str] = set()
     for index in resume_targets(tx, bp):
         names |= live_locals(tx.instructions, index)
-    return list(bp.stack) + [tx.symbolic_locals[n] for n in names if n in tx.symbolic_locals]
+    cells = [c.contents for c in tx.cells.values() if c.contents is not None]
+    return list(bp.stack) + [tx.symbolic_locals[n] for n in names if n in tx.symbolic_locals] + cells
 
 
 def resume_targets(tx, bp: BreakPoint) -> list[int]:
@@ -116,16 +117,16 @@ class BreakCodegen:
         """Insert, at ``marker``, the code that pushes the resume function: a constant, or
         for frames with cells a factory called with this frame's cells as the closure."""
         code = resume_code(self.tx.code, self.tx.instructions, target_index, nstack, null_idxes, params)
-        fn = self.make_resume(code)
-        if not code.co_freevars:
-            insts = [create_instruction("LOAD_CONST", argval=fn)]
-        else:
-            insts = [create_instruction("PUSH_NULL"), create_instruction("LOAD_CONST", argval=fn)]
-            insts += [create_instruction("LOAD_CLOSURE", argval=n) for n in code.co_freevars]
-            insts += [create_instruction("BUILD_TUPLE", arg=len(code.co_freevars)), *create_call(1)]
-        for inst in insts:
-            inst.positions = self.cg.positions
-        self.cg.instructions[marker:marker] = insts
+        inst = create_instruction("LOAD_CONST", argval=self.make_resume(code))
+        inst.positions = self.cg.positions
+        self.cg.instructions.insert(marker, inst)
+
+    def _push_cells(self) -> int:
+        """The frame's cells, as the resume function's trailing arguments."""
+        names = cell_names(self.tx.code)
+        for name in names:
+            self.cg.append(create_instruction("LOAD_CLOSURE", argval=name))
+        return len(names)
 
     def store_modified_cells(self) -> None:
         """Cells written while tracing get their final contents before Python runs on."""
@@ -193,7 +194,7 @@ class BreakCodegen:
         pushed = [stack_name(len(passthrough) + j) for j in range(pushes)]
         params = tuple(names) + tuple(live) + tuple(pushed)
         self._load_resume(marker, target, len(passthrough) + pushes, nulls, params)
-        cg.call(len(params))
+        cg.call(len(params) + self._push_cells())
         cg.return_value()
 
     def emit_jump(self, bp: BreakPoint) -> None:
@@ -215,7 +216,7 @@ class BreakCodegen:
                 reconstruct_local(tx, cg, name)
             params = tuple(names) + tuple(live)
             self._load_resume(marker, target, len(passthrough), nulls, params)
-            cg.call(len(params))
+            cg.call(len(params) + self._push_cells())
             cg.return_value()
             if i == 1:
                 jump.target = cg.instructions[first]

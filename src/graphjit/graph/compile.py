@@ -1,4 +1,4 @@
-"""compile_subgraph: finish the fx graph, call the backend, and emit the bytecode that
+"""finish_graph / compile_graph: close the fx graph, call the backend, and emit the bytecode that
 calls the compiled graph and rebuilds the frame's return value from its outputs."""
 
 from __future__ import annotations
@@ -56,8 +56,10 @@ def graph_outputs_for(values: list[VariableTracker]) -> list[torch.fx.Node]:
     return list(nodes)
 
 
-def compile_subgraph(output: OutputGraph, out_nodes: list[torch.fx.Node], compiler_fn) -> CompiledGraph:
-    """Close the graph with ``out_nodes``, drop unused inputs, lint, call the backend."""
+def finish_graph(output: OutputGraph, out_nodes: list[torch.fx.Node]) -> CompiledGraph:
+    """Close the graph with ``out_nodes``, drop unused inputs, lint, build the module.
+    The backend is called later (:func:`compile_graph`), once the code around the graph
+    has been generated, so no graph is compiled for code that is then thrown away."""
     graph = output.graph
     graph.output(tuple(out_nodes))
     used = []
@@ -70,12 +72,17 @@ def compile_subgraph(output: OutputGraph, out_nodes: list[torch.fx.Node], compil
     gm = torch.fx.GraphModule(output.root, graph, class_name="GraphModule")
     name = f"__compiled_fn_{next(_counter)}"
     gm.meta["graphjit_name"] = name
-    example_inputs = [a.example for a in used]
+    return CompiledGraph(name, gm, None, used)
+
+
+def compile_graph(compiled: CompiledGraph, compiler_fn) -> None:
+    """Call the backend with ``(gm, example_inputs)`` (real tensors), as torch.compile does."""
+    example_inputs = [a.example for a in compiled.graph_args]
     with tracing(TracingContext(FakeTensorMode())):
-        fn = compiler_fn(gm, example_inputs)
+        fn = compiler_fn(compiled.gm, example_inputs)
     if not callable(fn):
         raise InternalError(f"backend returned a non-callable {type(fn).__name__}")
-    return CompiledGraph(name, gm, fn, used)
+    compiled.fn = fn
 
 
 def codegen_call_graph(cg: PyCodegen, compiled: CompiledGraph, out_nodes: list[torch.fx.Node]) -> None:

@@ -72,6 +72,7 @@ class OutputGraph:
         self.root = torch.nn.Module()
         self.grad_enabled = torch.is_grad_enabled()
         self.side_effects = SideEffects()
+        self.existing_vars: dict[int, VariableTracker] = {}  # id(object) -> its one tracker
         self.keepalive: list[Any] = []
 
     def __repr__(self) -> str:
@@ -91,7 +92,7 @@ class OutputGraph:
         if known is not None:
             if known.source != source:
                 self.add_guard(source, GuardKind.TENSOR_ALIASING, other=known.source)
-            return TensorVariable(known.node, known.example_value, source=source)
+            return TensorVariable(known.node, known._example, source=source)
         name = _graph_name(source)
         # placeholders stay first and in the order inputs were read
         if self.graph_args:

@@ -22,6 +22,7 @@ from ..bytecode.instruction import ExceptionTableEntry, Instruction, create_inst
 
 _counter = itertools.count(1)
 _NOP = dis.opmap["NOP"]
+_LOAD_FAST = dis.opmap["LOAD_FAST"]
 _cache: dict[tuple, types.CodeType] = {}
 
 
@@ -48,6 +49,47 @@ def stack_name(i: int) -> str:
     return f"___stack{i}"
 
 
+def cell_names(code: types.CodeType) -> tuple[str, ...]:
+    """The frame's cell and free variables, in the order they are passed on."""
+    return tuple(code.co_cellvars) + tuple(code.co_freevars)
+
+
+def cell_param(name: str) -> str:
+    return f"___cell_{name}"
+
+
+_CELL_REWRITES = {
+    "LOAD_DEREF": ("LOAD_ATTR",), "STORE_DEREF": ("STORE_ATTR",),
+    "DELETE_DEREF": ("DELETE_ATTR",), "LOAD_CLOSURE": (),
+}
+
+
+def cells_as_arguments(body: list[Instruction], names: tuple[str, ...]) -> list[Instruction]:
+    """Rewrite cell access to go through cell objects received as arguments:
+    ``LOAD_DEREF x`` becomes ``LOAD_FAST ___cell_x; LOAD_ATTR cell_contents`` (and likewise
+    for stores and deletes; ``LOAD_CLOSURE x`` becomes ``LOAD_FAST ___cell_x``).  A resume
+    function then has no closure, so one dispatcher serves every call of the frame that
+    broke, whatever its cells; guards read contents through ``___cell_x.cell_contents``."""
+    if not names:
+        return body
+    out: list[Instruction] = []
+    for inst in body:
+        follow = _CELL_REWRITES.get(inst.opname)
+        if follow is None or inst.argval not in names:
+            out.append(inst)
+            continue
+        name = inst.argval
+        inst.opcode, inst.opname, inst.arg, inst.argval = _LOAD_FAST, "LOAD_FAST", None, cell_param(name)
+        out.append(inst)
+        for opname in follow:
+            extra = create_instruction(opname, argval="cell_contents")
+            extra.positions, extra.exn_tab_entry = inst.positions, inst.exn_tab_entry
+            if inst.exn_tab_entry is not None and inst.exn_tab_entry.end is inst:
+                inst.exn_tab_entry.end = extra
+            out.append(extra)
+    return out
+
+
 def resume_code(code: types.CodeType, insts: list[Instruction], target_index: int,
                 nstack: int, null_idxes: tuple[int, ...], params: tuple[str, ...]) -> types.CodeType:
     """The code object of a resume function (cached).  ``params`` lists its parameters in
@@ -58,26 +100,26 @@ def resume_code(code: types.CodeType, insts: list[Instruction], target_index: in
     if cached is not None:
         return cached
     body = copy_instructions(insts)
-    # cells of the frame travel as the resume function's closure
-    freevars = tuple(code.co_cellvars) + tuple(code.co_freevars)
-    prologue: list[Instruction] = []
-    if freevars:
-        prologue.append(create_instruction("COPY_FREE_VARS", arg=len(freevars)))
-    prologue.append(create_instruction("RESUME", arg=0))
+    target = body[target_index]
+    # the frame's cells travel as trailing arguments (see cells_as_arguments)
+    cellnames = cell_names(code)
+    body = cells_as_arguments(body, cellnames)
+    params = params + tuple(cell_param(n) for n in cellnames)
+    prologue: list[Instruction] = [create_instruction("RESUME", arg=0)]
     for i in range(nstack):
         if i in null_idxes:
             prologue.append(create_instruction("PUSH_NULL"))
         else:
             prologue.append(create_instruction("LOAD_FAST", argval=stack_name(i)))
-    prologue.append(create_jump("JUMP", body[target_index]))
+    prologue.append(create_jump("JUMP", target))
     for inst in body:  # the frame is already set up by our prologue
         if inst.opname in ("RESUME", "MAKE_CELL", "COPY_FREE_VARS"):
             inst.opcode, inst.opname, inst.arg, inst.argval = _NOP, "NOP", None, None
-    others = tuple(v for v in code.co_varnames if v not in params and v not in freevars)
+    others = tuple(v for v in code.co_varnames if v not in params and v not in cellnames)
     name = f"__resume_at_{offset}_{next(_counter)}"
     flags = code.co_flags & ~(inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)
     new = assemble(prologue + body, code, co_varnames=params + others, co_argcount=len(params),
                    co_posonlyargcount=0, co_kwonlyargcount=0, co_flags=flags,
-                   co_name=name, co_qualname=name, co_cellvars=(), co_freevars=freevars)
+                   co_name=name, co_qualname=name, co_cellvars=(), co_freevars=())
     _cache[key] = new
     return new

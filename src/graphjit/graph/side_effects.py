@@ -27,6 +27,7 @@ class SideEffects:
     def __init__(self) -> None:
         self._attrs: dict[tuple[int, str], tuple[VariableTracker, str, VariableTracker]] = {}
         self._lists: dict[int, tuple[VariableTracker, list]] = {}  # id -> (list tracker, ops)
+        self._plain: set[tuple[int, str]] = set()  # writes replayed by STORE_ATTR
 
     def __repr__(self) -> str:
         return f"SideEffects({len(self._attrs)} attribute writes, {len(self._lists)} lists)"
@@ -35,9 +36,14 @@ class SideEffects:
         return bool(self._attrs or self._lists)
 
     # -- recording ------------------------------------------------------------------------
-    def store_attr(self, obj: VariableTracker, key: int, name: str, value: VariableTracker) -> None:
+    def store_attr(self, obj: VariableTracker, key: int, name: str, value: VariableTracker,
+                   via_dict: bool = True) -> None:
+        """Record ``obj.name = value``; ``via_dict`` replays it into the instance dict,
+        otherwise as a plain ``STORE_ATTR`` (cells: ``cell.cell_contents = v``)."""
         self._attrs.pop((key, name), None)  # keep program order of the last write
         self._attrs[(key, name)] = (obj, name, value)
+        if not via_dict:
+            self._plain.add((key, name))
 
     def pending_attr(self, key: int, name: str) -> VariableTracker | None:
         entry = self._attrs.get((key, name))
@@ -61,11 +67,14 @@ class SideEffects:
 
     def codegen(self, cg) -> None:
         """Emit the replay: values first, then the stores (net stack effect zero)."""
-        writes = list(self._attrs.values())
-        for _, _, value in writes:
+        writes = list(self._attrs.items())
+        for _, (_, _, value) in writes:
             cg.reconstruct(value)
-        for obj, name, _ in reversed(writes):
+        for key, (obj, name, _) in reversed(writes):
             cg.extend(obj.source.reconstruct())
+            if key in self._plain:
+                cg.append(create_instruction("STORE_ATTR", argval=name))
+                continue
             cg.append(create_instruction("LOAD_ATTR", argval="__dict__"))
             cg.load_const(name)
             cg.append(create_instruction("STORE_SUBSCR"))

@@ -27,12 +27,14 @@ from ..graph.compile import (
     CompiledGraph,
     code_overrides,
     codegen_call_graph,
-    compile_subgraph,
+    compile_graph,
+    finish_graph,
     graph_outputs_for,
     prefix_instructions,
 )
 from ..graph.output_graph import OutputGraph
 from ..guards.codegen import GuardFunction, build_guard_function
+from ..guards.guard import GuardKind
 from ..tracer.translator import InstructionTranslator, Speculation
 from . import stats
 
@@ -123,7 +125,7 @@ def build_entry(fn, tx: InstructionTranslator, output: OutputGraph, global_state
     cg.positions = _first_positions(tx.instructions)
     graphs = []
     if has_graph:
-        compiled = compile_subgraph(output, out_nodes, hooks.compiler_fn)
+        compiled = finish_graph(output, out_nodes)
         codegen_call_graph(cg, compiled, out_nodes)
         graphs.append(compiled)
     if final_grad != global_state["grad_enabled"]:
@@ -141,14 +143,25 @@ def build_entry(fn, tx: InstructionTranslator, output: OutputGraph, global_state
                      output.side_effects).emit(bp)
         _record_break(fn, bp)
     new_code = assemble(cg.instructions, code, **code_overrides(code, cg))
+    for compiled in graphs:  # the code around the graph exists: now compile it
+        compile_graph(compiled, hooks.compiler_fn)
     new_fn = types.FunctionType(new_code, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
     new_fn.__kwdefaults__ = fn.__kwdefaults__
     new_fn.__qualname__ = fn.__qualname__
-    guard = build_guard_function(list(output.guards.values()), code, fn, global_state,
+    guard = build_guard_function(needed_guards(output), code, fn, global_state,
                                  no_aliasing=hooks.compiler_fn is not eager_backend)
     labels = list(dict.fromkeys(label for label, _ in guard.parts))
     _log_entry(code, new_code, graphs, labels)
     return CacheEntry(guard, new_fn, graphs, labels)
+
+
+def needed_guards(output: OutputGraph) -> list:
+    """The trace's guards less the TENSOR_MATCH of inputs that no op used and whose
+    metadata nothing read: such tensors only pass through (seed 002's lazy guarding)."""
+    passthrough = {id(a.example) for a in output.graph_args
+                   if not a.node.users and not a.node.meta.get("metadata_used")}
+    return [g for g in output.guards.values()
+            if not (g.kind is GuardKind.TENSOR_MATCH and id(g.value) in passthrough)]
 
 
 def _first_positions(insts):

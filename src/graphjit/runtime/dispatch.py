@@ -44,16 +44,13 @@ class CompileSession:
     def __repr__(self) -> str:
         return f"CompileSession(backend={self.backend!r}, fullgraph={self.fullgraph})"
 
-    def make_resume(self, code: types.CodeType, f_globals: dict):
-        """The dispatcher of a resume function (one per resume code object), or for code
-        with free variables a :class:`ResumeFactory` that makes one per closure."""
+    def make_resume(self, code: types.CodeType, f_globals: dict) -> "CompiledFunction":
+        """The dispatcher of a resume function (one per resume code object; resume
+        functions take the frame's cells as arguments, so they have no closure)."""
         cf = self._resumes.get(code)
         if cf is None:
-            if code.co_freevars:
-                cf = ResumeFactory(code, f_globals, self)
-            else:
-                cf = CompiledFunction(types.FunctionType(code, f_globals, code.co_name), session=self)
-            self._resumes[code] = cf
+            fn = types.FunctionType(code, f_globals, code.co_name)
+            cf = self._resumes[code] = CompiledFunction(fn, session=self)
         return cf
 
     def wrap_callable(self, fn):
@@ -85,30 +82,6 @@ class ModuleCall:
         if _has_hooks(module) or "forward" in module.__dict__:
             return module(*args, **kwargs)
         return self._forward(module, *args, **kwargs)
-
-
-class ResumeFactory:
-    """Makes the dispatcher of a resume function for the closure (the cells of the frame
-    that broke) it is called with; dispatchers are kept per closure."""
-
-    MAX_CLOSURES = 64
-
-    def __init__(self, code: types.CodeType, f_globals: dict, session: CompileSession) -> None:
-        self.code, self.f_globals, self.session = code, f_globals, session
-        self._by_closure: dict[tuple[int, ...], CompiledFunction] = {}
-
-    def __repr__(self) -> str:
-        return f"<graphjit resume factory {self.code.co_name}>"
-
-    def __call__(self, closure: tuple) -> "CompiledFunction":
-        key = tuple(map(id, closure))  # cells are unhashable; the entry keeps them alive
-        cf = self._by_closure.get(key)
-        if cf is None:
-            if len(self._by_closure) >= self.MAX_CLOSURES:
-                self._by_closure.clear()
-            fn = types.FunctionType(self.code, self.f_globals, self.code.co_name, None, closure)
-            cf = self._by_closure[key] = CompiledFunction(fn, session=self.session)
-        return cf
 
 
 class CompiledFunction:

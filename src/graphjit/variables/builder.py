@@ -23,6 +23,7 @@ from .builtins import BuiltinVariable, is_pure_builtin
 from .constant import ConstantVariable, is_constant_value
 from .functions import UserFunctionVariable
 from .misc import (
+    CellVariable,
     ClassVariable,
     GradModeExit,
     GradModeVariable,
@@ -62,26 +63,33 @@ def build(tx, value: Any, source: Source | None = None) -> VariableTracker:
     if type(value) in (torch.no_grad, torch.enable_grad):
         guard(source, GuardKind.TYPE_MATCH, type(value))
         return GradModeVariable(type(value) is torch.enable_grad, source=source)
+    if type(value) is types.CellType:
+        from ..sources import AttrSource
+
+        try:
+            contents = value.cell_contents
+        except ValueError:
+            raise unsupported("empty cell", "a cell passed across a graph break is empty") from None
+        inner = build(tx, contents, AttrSource(source, "cell_contents") if source is not None else None)
+        return CellVariable(inner, name=getattr(source, "local_name", "cell"), pre_existing=True,
+                            source=source)
     if type(value) is GradModeExit:
         guard(source, GuardKind.ID_MATCH, value)
         return WithExitVariable.from_runtime(tx, value)
     if is_constant_value(value):
         guard(source, GuardKind.CONSTANT_MATCH, value)
         return ConstantVariable(value, source=source)
-    if type(value) in (tuple, list):
-        guard(source, GuardKind.LENGTH_CHECK, value)
-        items = [build(tx, v, GetItemSource(source, i) if source is not None else None)
-                 for i, v in enumerate(value)]
-        if type(value) is tuple:
-            return TupleVariable(items, source=source)
-        # it existed before the call: never "new", even without a source (then its
-        # mutation cannot be replayed and is a graph break)
-        return ListVariable(items, mutation_type=ValueMutationExisting(), source=source)
-    if type(value) is dict and all(is_constant_value(k) for k in value):
-        guard(source, GuardKind.DICT_KEYS, value)
-        items = {k: build(tx, v, GetItemSource(source, k) if source is not None else None)
-                 for k, v in value.items()}
-        return DictVariable(items, mutation_type=ValueMutationExisting(), source=source)
+    if type(value) in (list, dict) or (source is not None and type(value) is tuple):
+        # one tracker per object: every read of a mutable object sees its pending changes
+        known = out.existing_vars.get(id(value))
+        if known is not None:
+            return known
+        var = _build_container(tx, value, source, guard)
+        out.existing_vars[id(value)] = var
+        out.keepalive.append(value)
+        return var
+    if type(value) is tuple:
+        return _build_container(tx, value, source, guard)
     if isinstance(value, types.ModuleType):
         guard(source, GuardKind.ID_MATCH, value)
         return PythonModuleVariable(value, source=source)
@@ -100,6 +108,24 @@ def build(tx, value: Any, source: Source | None = None) -> VariableTracker:
                       f"{source.display() if source else 'a temporary'}")
 
 
+def _build_container(tx, value, source, guard) -> VariableTracker:
+    if type(value) is dict:
+        if not all(is_constant_value(k) for k in value):
+            raise unsupported("dict with non-constant keys", source.display() if source else "dict")
+        guard(source, GuardKind.DICT_KEYS, value)
+        items = {k: build(tx, v, GetItemSource(source, k) if source is not None else None)
+                 for k, v in value.items()}
+        return DictVariable(items, mutation_type=ValueMutationExisting(), source=source)
+    guard(source, GuardKind.LENGTH_CHECK, value)
+    items = [build(tx, v, GetItemSource(source, i) if source is not None else None)
+             for i, v in enumerate(value)]
+    if type(value) is tuple:
+        return TupleVariable(items, source=source)
+    # it existed before the call: never "new", even without a source (then its mutation
+    # cannot be replayed and is a graph break)
+    return ListVariable(items, mutation_type=ValueMutationExisting(), source=source)
+
+
 def _build_callable(tx, value, source, guard) -> VariableTracker:
     owner = getattr(value, "__self__", None)
     if isinstance(owner, torch.Tensor) and isinstance(value, types.BuiltinMethodType):
@@ -107,6 +133,8 @@ def _build_callable(tx, value, source, guard) -> VariableTracker:
         from .functions import BoundMethodVariable
 
         tensor = build(tx, owner, None if source is None else _attr(source, "__self__"))
+        guard(None if source is None else _attr(source, "__name__"), GuardKind.CONSTANT_MATCH,
+              value.__name__)  # x.sum and x.mean share __self__: the name decides
         return BoundMethodVariable(tensor, value.__name__, source=source)
     if is_torch_callable(value):
         guard(source, GuardKind.ID_MATCH, value)
@@ -115,7 +143,7 @@ def _build_callable(tx, value, source, guard) -> VariableTracker:
         self_var = build(tx, value.__self__, None if source is None else _attr(source, "__self__"))
         if isinstance(self_var, GradModeVariable):  # e.g. no_grad().clone as a decorator's factory
             return self_var.var_getattr(tx, value.__name__)
-        fn_var = build(tx, value.__func__)
+        fn_var = build(tx, value.__func__, None if source is None else _attr(source, "__func__"))
         from .misc import BoundUserMethodVariable
 
         return BoundUserMethodVariable(fn_var, self_var, source=source)

@@ -38,6 +38,18 @@ class CellVariable(VariableTracker):
     def children(self) -> list[VariableTracker]:
         return [self.contents] if self.contents is not None else []
 
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        if name == "cell_contents":
+            return self.load()
+        return super().var_getattr(tx, name)
+
+    def store_attr(self, tx, name: str, value: VariableTracker) -> None:
+        """``cell.cell_contents = v`` (resume functions write cells this way)."""
+        if name != "cell_contents" or not self.pre_existing or self.source is None:
+            return super().store_attr(tx, name, value)
+        tx.output.side_effects.store_attr(self, id(self), name, value, via_dict=False)
+        self.contents = value
+
     def load(self) -> VariableTracker:
         if self.contents is None:
             raise unsupported("empty cell", f"free variable {self.name!r} referenced before assignment")

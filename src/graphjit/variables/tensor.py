@@ -55,15 +55,24 @@ class TensorVariable(VariableTracker):
     def __init__(self, node: torch.fx.Node, example_value, **kwargs) -> None:
         super().__init__(**kwargs)
         self.node = node
-        self.example_value = example_value
+        self._example = example_value
         self.class_type: type = torch.Tensor
 
+    @property
+    def example_value(self):
+        """The fake tensor.  Reading it means trace-time decisions depend on this tensor's
+        metadata, so a graph input read this way keeps its TENSOR_MATCH guard even if no
+        op uses it (inputs that are only passed through are not guarded)."""
+        self.node.meta["metadata_used"] = True
+        return self._example
+
     def _repr_body(self) -> str:
-        ev = self.example_value
+        ev = self._example
         shape = "x".join(map(str, ev.shape)) or "scalar"
         return f"{self.node.name}: {str(ev.dtype).removeprefix('torch.')}[{shape}]"
 
     def python_type(self) -> type:
+        self.node.meta["metadata_used"] = True
         return self.class_type
 
     def is_tensor(self) -> bool:
