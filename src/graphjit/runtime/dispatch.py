@@ -87,6 +87,8 @@ class ModuleCall:
 class CompiledFunction:
     """``graphjit.compile(fn)``: calls ``fn`` through guarded, compiled cache entries."""
 
+    _graphjit_compiled = True  # traced code that calls one inlines ``__wrapped__``
+
     def __init__(self, fn: types.FunctionType, *, backend="inductor", fullgraph: bool = False,
                  mode: str | None = None, options: dict | None = None, dynamic=None,
                  session: CompileSession | None = None) -> None:

@@ -127,6 +127,11 @@ def _build_container(tx, value, source, guard) -> VariableTracker:
 
 
 def _build_callable(tx, value, source, guard) -> VariableTracker:
+    if getattr(type(value), "_graphjit_compiled", False):
+        # a graphjit-compiled function called from traced code: inline what it wraps
+        guard(source, GuardKind.ID_MATCH, value)
+        inner = value.__wrapped__
+        return UserFunctionVariable(inner, source=None if source is None else _attr(source, "__wrapped__"))
     owner = getattr(value, "__self__", None)
     if isinstance(owner, torch.Tensor) and isinstance(value, types.BuiltinMethodType):
         # ``x.add`` saved on the stack at a graph break: the tensor, then the method
@@ -148,8 +153,13 @@ def _build_callable(tx, value, source, guard) -> VariableTracker:
 
         return BoundUserMethodVariable(fn_var, self_var, source=source)
     if isinstance(value, types.FunctionType):
-        guard(source, GuardKind.ID_MATCH, value)
         filename = value.__code__.co_filename
+        # the code object, not the function, decides what runs (functions made by a
+        # ``def`` inside another function are new objects on every call); defaults and
+        # closure contents are guarded through their own sources when they are used
+        guard(None if source is None else _attr(source, "__code__"), GuardKind.ID_MATCH,
+              value.__code__)
+        guard(source, GuardKind.TYPE_MATCH, types.FunctionType)
         if filename.startswith(_STDLIB_PREFIXES) and "site-packages" not in filename:
             return OpaqueCallableVariable(value, "skipped standard-library function", source=source)
         return UserFunctionVariable(value, source=source)

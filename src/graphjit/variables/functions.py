@@ -55,8 +55,14 @@ class UserFunctionVariable(VariableTracker):
         return self.fn.__globals__
 
     def get_defaults(self, tx) -> tuple[list, dict]:
-        defaults = [VariableTracker.build(tx, d) for d in (self.fn.__defaults__ or ())]
-        kwdefaults = {k: VariableTracker.build(tx, v)
+        from ..sources import AttrSource, GetItemSource
+
+        def src(attr, key):
+            return None if self.source is None else GetItemSource(AttrSource(self.source, attr), key)
+
+        defaults = [VariableTracker.build(tx, d, src("__defaults__", i))
+                    for i, d in enumerate(self.fn.__defaults__ or ())]
+        kwdefaults = {k: VariableTracker.build(tx, v, src("__kwdefaults__", k))
                       for k, v in (self.fn.__kwdefaults__ or {}).items()}
         return defaults, kwdefaults
 
