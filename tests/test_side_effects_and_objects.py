@@ -163,3 +163,32 @@ def test_property_setter_is_a_break_not_a_replay():
     cnt = CompileCounter()
     graphjit.compile(fn, backend=cnt)(_x(3), obj)
     assert obj.v == 20 and graphjit.stats()["graph_breaks"] == 1
+
+
+def test_list_only_appended_is_guarded_by_type_alone():
+    """Seed 002: a list that is only appended to is not consumed, so neither its length
+    nor its contents are guarded; it grows across calls without recompiling."""
+
+    def fn(x, log):
+        log.append(x.sum())
+        return x * 2
+
+    graphjit.reset()
+    compiled = graphjit.compile(fn, backend="eager", fullgraph=True)
+    log = [1, "a", torch.zeros(3)]
+    for i in range(5):
+        compiled(_x(3, seed=i), log)
+    assert len(log) == 8 and graphjit.stats()["recompiles"] == 0
+    assert "len(log)" not in compiled._entries[0].guard.source
+
+
+def test_consumed_list_gets_a_length_guard():
+    def fn(x, items):
+        items.append(x)
+        return len(items)
+
+    graphjit.reset()
+    compiled = graphjit.compile(fn, backend="eager", fullgraph=True)
+    assert compiled(_x(3), [1]) == 2
+    assert compiled(_x(3), [1, 2]) == 3  # a different length: recompiles, right answer
+    assert graphjit.stats()["recompiles"] == 1

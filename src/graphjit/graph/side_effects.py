@@ -61,8 +61,11 @@ class SideEffects:
     # -- what the code after the graph needs ------------------------------------------------
     def values(self) -> list[VariableTracker]:
         out = [value for _, _, value in self._attrs.values()]
-        for lst, _ in self._lists.values():
-            out.extend(lst.items)
+        for lst, ops in self._lists.values():
+            if ops and ops[0][0] == "rebuild":
+                out.extend(lst.items)
+            else:
+                out.extend(item for _, item in ops if item is not None)
         return out
 
     def codegen(self, cg) -> None:

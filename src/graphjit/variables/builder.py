@@ -116,14 +116,17 @@ def _build_container(tx, value, source, guard) -> VariableTracker:
         items = {k: build(tx, v, GetItemSource(source, k) if source is not None else None)
                  for k, v in value.items()}
         return DictVariable(items, mutation_type=ValueMutationExisting(), source=source)
-    guard(source, GuardKind.LENGTH_CHECK, value)
-    items = [build(tx, v, GetItemSource(source, i) if source is not None else None)
-             for i, v in enumerate(value)]
+    def realize():
+        guard(source, GuardKind.LENGTH_CHECK, value)
+        return [build(tx, v, GetItemSource(source, i) if source is not None else None)
+                for i, v in enumerate(value)]
+
     if type(value) is tuple:
-        return TupleVariable(items, source=source)
+        return TupleVariable(realize(), source=source)
     # it existed before the call: never "new", even without a source (then its mutation
-    # cannot be replayed and is a graph break)
-    return ListVariable(items, mutation_type=ValueMutationExisting(), source=source)
+    # cannot be replayed and is a graph break).  Lazy: see ListVariable.
+    guard(source, GuardKind.TYPE_MATCH, list)
+    return ListVariable(None, mutation_type=ValueMutationExisting(), source=source, lazy=realize)
 
 
 def _build_callable(tx, value, source, guard) -> VariableTracker:

@@ -16,7 +16,15 @@ class BaseSequenceVariable(VariableTracker):
 
     def __init__(self, items: list[VariableTracker], **kwargs) -> None:
         super().__init__(**kwargs)
-        self.items = list(items)
+        self._items = list(items)
+
+    @property
+    def items(self) -> list[VariableTracker]:
+        return self._items
+
+    @items.setter
+    def items(self, value: list[VariableTracker]) -> None:
+        self._items = value
 
     def _repr_body(self) -> str:
         return ", ".join(map(repr, self.items))
@@ -118,13 +126,36 @@ class TupleVariable(BaseSequenceVariable):
 
 
 class ListVariable(BaseSequenceVariable):
-    """A list.  Lists built during tracing are ``ValueMutationNew`` and may be mutated;
-    mutating a list that existed before tracing is not supported yet (graph break)."""
+    """A list.  Lists built during tracing are ``ValueMutationNew``; mutations of a list
+    that existed before are recorded in the side effects and replayed.
+
+    A pre-existing list may be *lazy* (seed 002): its items, and the guard on its length,
+    are only materialized when the list is consumed.  ``append`` and ``clear`` on a lazy
+    list do not consume it, so a list that is only appended to is guarded by type alone
+    and its untouched contents never enter the guards."""
 
     seq_type = list
 
-    def __init__(self, items, mutation_type=None, **kwargs) -> None:
-        super().__init__(items, mutation_type=mutation_type or ValueMutationNew(), **kwargs)
+    def __init__(self, items, mutation_type=None, lazy=None, **kwargs) -> None:
+        super().__init__(items if lazy is None else [],
+                         mutation_type=mutation_type or ValueMutationNew(), **kwargs)
+        self._lazy = lazy  # (realize: () -> list of trackers) until consumed
+        self._appended: list[VariableTracker] = []
+        self._cleared = False
+
+    @property
+    def items(self) -> list[VariableTracker]:
+        if self._lazy is not None:
+            realize, self._lazy = self._lazy, None
+            self._items = ([] if self._cleared else realize()) + self._appended
+        return self._items
+
+    @items.setter
+    def items(self, value: list[VariableTracker]) -> None:
+        self._items = value
+
+    def children(self) -> list[VariableTracker]:
+        return list(self._appended) if self._lazy is not None else list(self.items)
 
     def _new_kwargs(self) -> dict:
         return {}
@@ -140,7 +171,7 @@ class ListVariable(BaseSequenceVariable):
     def call_method(self, tx, name: str, args: list, kwargs: dict) -> VariableTracker:
         if name == "append" and len(args) == 1:
             self._check_mutable(name, tx, args[0])
-            self.items.append(args[0])
+            (self._appended if self._lazy is not None else self.items).append(args[0])
             return ConstantVariable(None)
         if name == "extend" and len(args) == 1:
             self._check_mutable(name, tx)
@@ -160,7 +191,10 @@ class ListVariable(BaseSequenceVariable):
             return ConstantVariable(None)
         if name == "clear" and not args:
             self._check_mutable(name, tx)
-            self.items.clear()
+            if self._lazy is not None:
+                self._cleared, self._appended = True, []
+            else:
+                self.items.clear()
             return ConstantVariable(None)
         if name == "copy" and not args:
             return ListVariable(list(self.items))
