@@ -192,3 +192,28 @@ def test_consumed_list_gets_a_length_guard():
     assert compiled(_x(3), [1]) == 2
     assert compiled(_x(3), [1, 2]) == 3  # a different length: recompiles, right answer
     assert graphjit.stats()["recompiles"] == 1
+
+
+def _outer_with_nested(x, scale):
+    k = x + scale
+
+    def inner(t):
+        print("inner")
+        return t * k
+    return inner(x) - 1
+
+
+def test_nested_function_breaking_is_compiled_once_per_code():
+    """``inner`` is a new function object (new cell for ``k``) on every call; it is
+    compiled per code object with its closure passed to the guard, so repeated calls
+    reuse one entry and values in the closure still decide (a new ``scale`` is right)."""
+    graphjit.reset()
+    cnt = CompileCounter()
+    compiled = graphjit.compile(_outer_with_nested, backend=cnt)
+    for i in range(4):
+        check_x = _x(3, seed=i)
+        torch.testing.assert_close(compiled(check_x, 2.0), _outer_with_nested(check_x, 2.0))
+    graphs_after_warmup = cnt.frame_count
+    torch.testing.assert_close(compiled(_x(3), 5.0), _outer_with_nested(_x(3), 5.0))
+    assert graphs_after_warmup == 3  # outer [add] | inner's resume [mul] | outer's resume [sub]
+    assert graphjit.stats()["recompiles"] <= 1  # only the new constant 5.0

@@ -25,6 +25,7 @@ class GuardScope:
 
     local_names: frozenset[str]
     renamed: tuple[tuple[str, str], ...] = ()  # parameters that are not identifiers
+    closure_index: tuple[tuple[str, int], ...] = ()  # free variables read from ___closure
 
     def name_of(self, local: str) -> str:
         for old, new in self.renamed:
@@ -68,7 +69,12 @@ class LocalSource(Source):
 
     def guard_expr(self, scope: GuardScope) -> str:
         # arguments are guard parameters; free variables are the guard's own free
-        # variables, bound to the user function's closure cells
+        # variables, bound to the user function's closure cells (or read from the
+        # ``___closure`` argument, see build_guard_function)
+        if self.kind == "free":
+            for name, i in scope.closure_index:
+                if name == self.local_name:
+                    return f"___closure[{i}].cell_contents"
         return scope.name_of(self.local_name)
 
     def reconstruct(self) -> list[Instruction]:

@@ -162,6 +162,14 @@ class BreakCodegen:
         if isinstance(var, UserFunctionVariable) and not isinstance(var, NestedUserFunctionVariable):
             self.cg.load_const_object(self.wrap_callable(var.fn))
             return True
+        if isinstance(var, NestedUserFunctionVariable) and not var.code.co_name.startswith("<"):
+            # (comprehensions, which take an iterator, run as they are)
+            # made by this frame: dispatched per code object, with its closure as argument
+            self.cg.push_null()
+            self.cg.load_const_object(self.wrap_callable(var.code))
+            self.cg.reconstruct(var)
+            self.cg.call(1)
+            return True
         if isinstance(var, BoundUserMethodVariable) and type(var.fn_var) is UserFunctionVariable:
             var.reconstruct(self.cg, fn_override=self.wrap_callable(var.fn_var.fn))
             return True

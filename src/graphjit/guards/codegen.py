@@ -56,8 +56,9 @@ def safe_names(code: types.CodeType) -> dict[str, str]:
     return {n: f"___arg{i}" for i, n in enumerate(code.co_varnames) if not n.isidentifier()}
 
 
-def signature_text(code: types.CodeType) -> str:
-    """The parameter list of ``code`` as Python source (``a, /, b, *args, c, **kw``)."""
+def signature_text(code: types.CodeType, extra_kwonly: tuple[str, ...] = ()) -> str:
+    """The parameter list of ``code`` as Python source (``a, /, b, *args, c, **kw``),
+    with ``extra_kwonly`` keyword-only parameters added."""
     rename = safe_names(code)
     names = tuple(rename.get(n, n) for n in code.co_varnames)
     npos, nkw = code.co_argcount, code.co_kwonlyargcount
@@ -68,9 +69,10 @@ def signature_text(code: types.CodeType) -> str:
     if code.co_flags & inspect.CO_VARARGS:
         parts.append("*" + names[i])
         i += 1
-    elif nkw:
+    elif nkw or extra_kwonly:
         parts.append("*")
     parts.extend(names[npos:npos + nkw])
+    parts.extend(extra_kwonly)
     if code.co_flags & inspect.CO_VARKEYWORDS:
         parts.append("**" + names[i])
     return ", ".join(parts)
@@ -122,10 +124,16 @@ def _depth(source) -> int:
 
 
 def build_guard_function(guards: list[Guard], code: types.CodeType, fn: types.FunctionType,
-                         global_state: dict[str, Any], no_aliasing: bool = True) -> GuardFunction:
-    """Compile ``guards`` (plus the global-state checks) into a :class:`GuardFunction`."""
+                         global_state: dict[str, Any], no_aliasing: bool = True,
+                         closure_arg: bool = False) -> GuardFunction:
+    """Compile ``guards`` (plus the global-state checks) into a :class:`GuardFunction`.
+
+    With ``closure_arg`` the function's free variables are read from a keyword-only
+    ``___closure`` argument (the closure of the function object being called) instead of
+    the closure of ``fn``: one guard then serves every function made from ``code``."""
+    closure_index = tuple((n, i) for i, n in enumerate(code.co_freevars)) if closure_arg else ()
     scope = GuardScope(frozenset(code.co_varnames + code.co_freevars),
-                       tuple(safe_names(code).items()))
+                       tuple(safe_names(code).items()), closure_index)
     c = _Consts()
     # containers are checked before their items (a key guard before an item's guard)
     ordered = sorted(guards, key=lambda g: (_depth(g.source), g.kind, len(g.source.display())))
@@ -148,13 +156,13 @@ def build_guard_function(guards: list[Guard], code: types.CodeType, fn: types.Fu
             checks = [f"len({{{', '.join(f'id({e})' for e in exprs)}}}) == {len(exprs)}"]
         parts += [("global NO_TENSOR_ALIASING", expr) for expr in checks]
 
-    sig = signature_text(code)
+    sig = signature_text(code, ("___closure",) if closure_arg else ())
     helpers = {"___grad_enabled": torch.is_grad_enabled,
                "___default_dtype": torch.get_default_dtype,
                "___dispatch_keys": torch._C._dispatch_keys,
                "___G": fn.__globals__}
     cell_names = [f"___c{i}" for i in range(len(c.values))] + list(helpers)
-    free = list(code.co_freevars)
+    free = [] if closure_arg else list(code.co_freevars)
     body = " and\n                ".join(f"({expr})" for _, expr in parts) or "True"
     guard_src = (
         f"    def ___guard({sig}):\n"
@@ -181,7 +189,7 @@ def build_guard_function(guards: list[Guard], code: types.CodeType, fn: types.Fu
     ns: dict[str, Any] = {}
     exec(compile(src, f"<graphjit guard {code.co_name}>", "exec"), ns)
     cells = dict(zip(cell_names, [*c.values, *helpers.values()], strict=True))
-    real_cells = dict(zip(code.co_freevars, fn.__closure__ or (), strict=True))
+    real_cells = {} if closure_arg else dict(zip(code.co_freevars, fn.__closure__ or (), strict=True))
     made = ns["___make"](*[cells[n] for n in cell_names], *[None for _ in free])
     check, why = (_rebind(f, fn, cells, real_cells) for f in made)
     return GuardFunction(check, why, textwrap.dedent(guard_src), parts)

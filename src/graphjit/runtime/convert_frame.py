@@ -77,8 +77,11 @@ def bind_frame_locals(fn: types.FunctionType, args: tuple, kwargs: dict) -> dict
     return dict(ba.arguments)
 
 
-def convert_frame(fn: types.FunctionType, args: tuple, kwargs: dict, hooks: Hooks) -> CacheEntry | None:
-    """Trace ``fn(*args, **kwargs)``; restart whenever a break decision is recorded."""
+def convert_frame(fn: types.FunctionType, args: tuple, kwargs: dict, hooks: Hooks,
+                  closure_arg: bool = False) -> CacheEntry | None:
+    """Trace ``fn(*args, **kwargs)``; restart whenever a break decision is recorded.
+    ``closure_arg``: the entry serves every function of ``fn``'s code (its guard takes the
+    closure as a ``___closure`` keyword argument)."""
     f_locals = bind_frame_locals(fn, args, kwargs)
     speculation: dict[int, Speculation] = {}
     for _ in range(MAX_RESTARTS):
@@ -89,7 +92,7 @@ def convert_frame(fn: types.FunctionType, args: tuple, kwargs: dict, hooks: Hook
                                    speculation, hooks.fullgraph)
         try:
             tx.run()
-            return build_entry(fn, tx, output, global_state, hooks)
+            return build_entry(fn, tx, output, global_state, hooks, closure_arg)
         except RestartAnalysis:
             continue
         except Unsupported as e:
@@ -102,7 +105,8 @@ def convert_frame(fn: types.FunctionType, args: tuple, kwargs: dict, hooks: Hook
     raise InternalError(f"{fn.__qualname__}: tracing restarted more than {MAX_RESTARTS} times")
 
 
-def build_entry(fn, tx: InstructionTranslator, output: OutputGraph, global_state, hooks: Hooks):
+def build_entry(fn, tx: InstructionTranslator, output: OutputGraph, global_state, hooks: Hooks,
+                closure_arg: bool = False):
     """Compile the graph and generate the transformed function for a finished trace."""
     code = fn.__code__
     bp = tx.break_point
@@ -149,7 +153,8 @@ def build_entry(fn, tx: InstructionTranslator, output: OutputGraph, global_state
     new_fn.__kwdefaults__ = fn.__kwdefaults__
     new_fn.__qualname__ = fn.__qualname__
     guard = build_guard_function(needed_guards(output), code, fn, global_state,
-                                 no_aliasing=hooks.compiler_fn is not eager_backend)
+                                 no_aliasing=hooks.compiler_fn is not eager_backend,
+                                 closure_arg=closure_arg)
     labels = list(dict.fromkeys(label for label, _ in guard.parts))
     _log_entry(code, new_code, graphs, labels)
     return CacheEntry(guard, new_fn, graphs, labels)

@@ -26,6 +26,7 @@ from . import stats
 from .convert_frame import CacheEntry, Hooks, convert_frame
 
 _live: "weakref.WeakSet[CompiledFunction]" = weakref.WeakSet()
+_nested_live: "weakref.WeakSet[NestedDispatcher]" = weakref.WeakSet()
 log = logging.getLogger("graphjit")
 
 
@@ -39,6 +40,7 @@ class CompileSession:
         self._resumes: dict[types.CodeType, CompiledFunction] = {}
         self._wrapped: "weakref.WeakKeyDictionary[types.FunctionType, CompiledFunction]" = \
             weakref.WeakKeyDictionary()
+        self._nested: dict[types.CodeType, NestedDispatcher] = {}
         self.hooks = Hooks(self.compiler_fn, self.make_resume, self.wrap_callable, fullgraph)
 
     def __repr__(self) -> str:
@@ -54,8 +56,14 @@ class CompileSession:
         return cf
 
     def wrap_callable(self, fn):
-        """The compiled stand-in for a user function or user module called at a graph
-        break (there is no frame hook to compile the callee when Python calls it)."""
+        """The compiled stand-in for a user function, user module, or the code of nested
+        functions, called at a graph break (there is no frame hook to compile the callee
+        when Python calls it)."""
+        if isinstance(fn, types.CodeType):
+            nd = self._nested.get(fn)
+            if nd is None:
+                nd = self._nested[fn] = NestedDispatcher(fn, self)
+            return nd
         cf = self._wrapped.get(fn)
         if cf is None:
             if isinstance(fn, torch.nn.Module):
@@ -64,6 +72,62 @@ class CompileSession:
             else:
                 cf = self._wrapped[fn] = CompiledFunction(fn, session=self)
         return cf
+
+
+class NestedDispatcher:
+    """Compiled calls of functions made by a ``def``/``lambda`` inside another function:
+    a new function object (new closure) on every call of the outer one, so entries are
+    kept per *code object* and their guards read the closure passed as ``___closure``.
+    ``dispatcher(fn)`` returns the callable that runs ``fn`` (applied at a graph break)."""
+
+    def __init__(self, code: types.CodeType, session: "CompileSession") -> None:
+        self.code, self.session = code, session
+        self._entries: list[CacheEntry] = []
+        self._run_eagerly = False
+
+    def __repr__(self) -> str:
+        return f"<graphjit nested dispatcher {self.code.co_qualname}>"
+
+    def __call__(self, fn: types.FunctionType):
+        if fn.__defaults__ or fn.__kwdefaults__ or self._run_eagerly:
+            return fn  # defaults may differ per function object: not shared, run as is
+        return _BoundNested(self, fn)
+
+    def call(self, fn: types.FunctionType, args: tuple, kwargs: dict):
+        closure = fn.__closure__
+        for entry in self._entries:
+            if entry.guard.check(*args, ___closure=closure, **kwargs):
+                code = entry.fn.__code__
+                return types.FunctionType(code, fn.__globals__, fn.__name__, None, closure)(*args, **kwargs)
+        if len(self._entries) >= config.recompile_limit:
+            self._run_eagerly = True
+            return fn(*args, **kwargs)
+        stats.bump("frames_total")
+        try:
+            entry = convert_frame(fn, args, kwargs, self.session.hooks, closure_arg=True)
+        except Unsupported:
+            entry = None
+        if entry is None:
+            self._run_eagerly = True
+            return fn(*args, **kwargs)
+        stats.bump("frames_ok")
+        self._entries.append(entry)
+        _nested_live.add(self)
+        return entry.fn(*args, **kwargs)
+
+    def _reset(self) -> None:
+        self._entries.clear()
+        self._run_eagerly = False
+
+
+class _BoundNested:
+    __slots__ = ("dispatcher", "fn")
+
+    def __init__(self, dispatcher: NestedDispatcher, fn: types.FunctionType) -> None:
+        self.dispatcher, self.fn = dispatcher, fn
+
+    def __call__(self, *args, **kwargs):
+        return self.dispatcher.call(self.fn, args, kwargs)
 
 
 class ModuleCall:
@@ -182,10 +246,10 @@ class CompiledFunction:
 
 def all_entries() -> list[CacheEntry]:
     """Every live cache entry (for explain and reports)."""
-    return [e for cf in list(_live) for e in cf._entries]
+    return [e for cf in [*_live, *_nested_live] for e in cf._entries]
 
 
 def reset_all() -> None:
-    for cf in list(_live):
+    for cf in [*_live, *_nested_live]:
         cf._reset()
     stats.clear()
