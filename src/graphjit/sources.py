@@ -12,6 +12,7 @@ globals dict instead).
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 from typing import Any
 
@@ -34,17 +35,20 @@ class GuardScope:
         return local
 
 
-class Source:
+class Source(abc.ABC):
     """Base of all sources; subclasses are frozen dataclasses (hashable, comparable)."""
 
+    @abc.abstractmethod
     def display(self) -> str:
-        raise NotImplementedError(type(self).__name__)
+        """The name in logs and guard labels (``L['x'].w``)."""
 
+    @abc.abstractmethod
     def guard_expr(self, scope: GuardScope) -> str:
-        raise NotImplementedError(type(self).__name__)
+        """The Python expression that reads the value inside a guard function."""
 
+    @abc.abstractmethod
     def reconstruct(self) -> list[Instruction]:
-        raise NotImplementedError(type(self).__name__)
+        """Instructions that push the value inside the transformed function."""
 
     @property
     def is_global(self) -> bool:
@@ -104,8 +108,21 @@ class GlobalSource(Source):
         return True
 
 
+class ChainedSource(Source):
+    """A source read from another one (``base``): global-ness and root come from it."""
+
+    base: Source
+
+    @property
+    def is_global(self) -> bool:
+        return self.base.is_global
+
+    def root(self) -> Source:
+        return self.base.root()
+
+
 @dataclasses.dataclass(frozen=True, repr=False)
-class AttrSource(Source):
+class AttrSource(ChainedSource):
     """``base.attr``."""
 
     base: Source
@@ -120,16 +137,9 @@ class AttrSource(Source):
     def reconstruct(self) -> list[Instruction]:
         return [*self.base.reconstruct(), create_instruction("LOAD_ATTR", argval=self.attr)]
 
-    @property
-    def is_global(self) -> bool:
-        return self.base.is_global
-
-    def root(self) -> Source:
-        return self.base.root()
-
 
 @dataclasses.dataclass(frozen=True, repr=False)
-class GetItemSource(Source):
+class GetItemSource(ChainedSource):
     """``base[index]`` for a constant index (int or str)."""
 
     base: Source
@@ -147,13 +157,6 @@ class GetItemSource(Source):
             create_instruction("LOAD_CONST", argval=self.index),
             create_instruction("BINARY_SUBSCR", arg=0),
         ]
-
-    @property
-    def is_global(self) -> bool:
-        return self.base.is_global
-
-    def root(self) -> Source:
-        return self.base.root()
 
 
 def module_attr_source(base: Source, attr: str, kind: str) -> Source:
