@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 import torch
 
-from ..sources import GuardScope, LocalSource
+from ..sources import GuardScope
 from .guard import Guard, GuardKind
 
 _SIMPLE_CONSTANTS = (int, str, bool, type(None))
@@ -174,15 +174,15 @@ def build_guard_function(guards: list[Guard], code: types.CodeType, fn: types.Fu
     # ___why evaluates the same checks one by one and names the first that fails
     why_src = (
         f"    def ___why({sig}):\n"
-        f"        for ___label, ___check in (\n"
+        "        for ___label, ___check in (\n"
         + "".join(f"                ({label + ': ' + expr!r}, lambda: {expr}),\n" for label, expr in parts)
         + "        ):\n"
-        f"            try:\n"
-        f"                if not ___check():\n"
-        f"                    return ___label\n"
-        f"            except Exception as e:\n"
+        "            try:\n"
+        "                if not ___check():\n"
+        "                    return ___label\n"
+        "            except Exception as e:\n"
         f"                return f'{{___label}} (raised {{e!r}})'\n"
-        f"        return None\n"
+        "        return None\n"
     )
     src = (f"def ___make({', '.join(cell_names + free)}):\n{guard_src}{why_src}"
            f"    return ___guard, ___why\n")
@@ -201,5 +201,3 @@ def _rebind(made: types.FunctionType, fn: types.FunctionType, cells: dict, real:
     out.__kwdefaults__ = fn.__kwdefaults__
     return out
 
-
-__all__ = ["GuardFunction", "build_guard_function", "signature_text", "LocalSource"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..exc import unsupported
 from ..variables import ConstantVariable, GradModeVariable, NullVariable, WithExitVariable
 from ..variables.misc import ListIteratorVariable
-from ..variables.sequences import DictVariable, TupleVariable
+from ..variables.sequences import DictVariable
 
 
 class ControlHandlers:
@@ -110,5 +110,3 @@ class ControlHandlers:
         self.push(WithExitVariable(ctx))
         self.push(ctx.enter(self))
 
-
-__all__ = ["ControlHandlers", "TupleVariable"]

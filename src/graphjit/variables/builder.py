@@ -34,7 +34,6 @@ from .misc import (
 )
 from .nn_module import NNModuleVariable
 from .sequences import DictVariable, ListVariable, TupleVariable
-from .tensor import TensorVariable
 from .torch_function import TorchFunctionVariable, is_torch_callable
 
 _STDLIB_PREFIXES = tuple(

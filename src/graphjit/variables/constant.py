@@ -3,7 +3,6 @@ devices, ``torch.Size``, slices, Ellipsis.  Operations on them are folded at tra
 
 from __future__ import annotations
 
-import operator
 import types
 from typing import Any
 
@@ -83,10 +82,3 @@ class ConstantVariable(VariableTracker):
         else:
             cg.load_const(self.value)
 
-
-def fold_binary(op, left: Any, right: Any) -> Any:
-    """Apply a binary operator at trace time (the result is a constant)."""
-    return op(left, right)
-
-
-TRUTHY = operator.truth

@@ -12,7 +12,7 @@ import torch
 
 from ..exc import unsupported
 from .base import VariableTracker
-from .constant import ConstantVariable, is_constant_value
+from .constant import ConstantVariable
 
 
 def _compiling_flags() -> set:
@@ -87,7 +87,7 @@ class TorchFunctionVariable(VariableTracker):
             ctx.entered = True
             return ctx
         consts = all(a.is_python_constant() for a in [*args, *kwargs.values()])
-        if fn in CONSTANT_FOLD or _is_metadata_query(fn, args):
+        if fn in CONSTANT_FOLD:
             if consts:
                 return VariableTracker.build(tx, fn(*[a.as_python_constant() for a in args],
                                                     **{k: v.as_python_constant() for k, v in kwargs.items()}))
@@ -96,10 +96,6 @@ class TorchFunctionVariable(VariableTracker):
                     return ConstantVariable(args[0].is_tensor())
                 return args[0].call_method(tx, fn.__name__, [], {})
         return tx.output.call(tx, "call_function", fn, list(args), dict(kwargs))
-
-
-def _is_metadata_query(fn, args) -> bool:
-    return False
 
 
 def unwrap_torch(fn: Any) -> Any:
@@ -142,9 +138,3 @@ def is_torch_callable(value: Any) -> bool:
     if isinstance(self_obj, type(torch)) and self_obj.__name__.startswith("torch"):
         return True
     return isinstance(value, torch._ops.OpOverload | torch._ops.OpOverloadPacket)
-
-
-def wrap_constant_result(value: Any) -> VariableTracker:
-    if is_constant_value(value):
-        return ConstantVariable(value)
-    raise unsupported("unsupported constant", repr(value))
