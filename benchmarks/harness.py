@@ -127,6 +127,7 @@ def same_result(actual: Any, expected: Any) -> bool:
     if isinstance(expected, torch.Tensor):
         return (isinstance(actual, torch.Tensor) and actual.shape == expected.shape
                 and actual.dtype == expected.dtype
+                and actual.requires_grad == expected.requires_grad
                 and bool(torch.allclose(actual, expected, rtol=1e-5, atol=1e-6, equal_nan=True)))
     if isinstance(expected, (tuple, list)):
         return (type(actual) is type(expected) and len(actual) == len(expected)
