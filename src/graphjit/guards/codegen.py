@@ -78,20 +78,21 @@ def signature_text(code: types.CodeType, extra_kwonly: tuple[str, ...] = ()) -> 
     return ", ".join(parts)
 
 
-def _tensor_parts(e: str, t: torch.Tensor, c: _Consts) -> list[str]:
+def _tensor_parts(e: str, t: torch.Tensor, c: _Consts, strides: bool = True,
+                  keys: bool = True) -> list[str]:
     parts = [f"type({e}) is {c.ref(type(t))}", f"{e}.dtype is {c.ref(t.dtype)}"]
     if t.device.type != "cpu":
         parts.append(f"{e}.device == {c.ref(t.device)}")
-    parts += [
-        f"{e}.requires_grad is {t.requires_grad}",
-        f"{e}.shape == {c.ref(t.shape)}",
-        f"{e}.stride() == {c.ref(t.stride())}",
-        f"___dispatch_keys({e}) == {c.ref(torch._C._dispatch_keys(t))}",
-    ]
+    parts += [f"{e}.requires_grad is {t.requires_grad}", f"{e}.shape == {c.ref(t.shape)}"]
+    if strides:
+        parts.append(f"{e}.stride() == {c.ref(t.stride())}")
+    if keys:
+        parts.append(f"___dispatch_keys({e}) == {c.ref(torch._C._dispatch_keys(t))}")
     return parts
 
 
-def guard_expressions(guard: Guard, scope: GuardScope, c: _Consts) -> list[str]:
+def guard_expressions(guard: Guard, scope: GuardScope, c: _Consts,
+                      relaxed: frozenset[str] = frozenset()) -> list[str]:
     e = guard.source.guard_expr(scope)
     v = guard.value
     k = guard.kind
@@ -110,7 +111,7 @@ def guard_expressions(guard: Guard, scope: GuardScope, c: _Consts) -> list[str]:
     if k is GuardKind.DICT_KEYS:
         return [f"type({e}) is dict", f"list({e}) == {c.ref(list(v))}"]
     if k is GuardKind.TENSOR_MATCH:
-        return _tensor_parts(e, v, c)
+        return _tensor_parts(e, v, c, "strides" not in relaxed, "keys" not in relaxed)
     if k is GuardKind.TENSOR_ALIASING:
         return [f"{e} is {guard.other.guard_expr(scope)}"]
     raise AssertionError(k)
@@ -125,12 +126,16 @@ def _depth(source) -> int:
 
 def build_guard_function(guards: list[Guard], code: types.CodeType, fn: types.FunctionType,
                          global_state: dict[str, Any], no_aliasing: bool = True,
-                         closure_arg: bool = False) -> GuardFunction:
+                         closure_arg: bool = False,
+                         relaxed_tensors: dict[int, frozenset[str]] | None = None) -> GuardFunction:
     """Compile ``guards`` (plus the global-state checks) into a :class:`GuardFunction`.
 
     With ``closure_arg`` the function's free variables are read from a keyword-only
     ``___closure`` argument (the closure of the function object being called) instead of
-    the closure of ``fn``: one guard then serves every function made from ``code``."""
+    the closure of ``fn``: one guard then serves every function made from ``code``.
+    ``relaxed_tensors`` maps ``id(tensor)`` to TENSOR_MATCH parts (``"strides"``,
+    ``"keys"``) the compiled artifact does not depend on."""
+    relaxed_tensors = relaxed_tensors or {}
     closure_index = tuple((n, i) for i, n in enumerate(code.co_freevars)) if closure_arg else ()
     scope = GuardScope(frozenset(code.co_varnames + code.co_freevars),
                        tuple(safe_names(code).items()), closure_index)
@@ -147,7 +152,8 @@ def build_guard_function(guards: list[Guard], code: types.CodeType, fn: types.Fu
                   f"___default_dtype() is {c.ref(global_state['default_dtype'])}"))
     tensors = [g for g in ordered if g.kind is GuardKind.TENSOR_MATCH]
     for g in tensors:
-        parts += [(g.label(), expr) for expr in guard_expressions(g, scope, c)]
+        relaxed = relaxed_tensors.get(id(g.value), frozenset())
+        parts += [(g.label(), expr) for expr in guard_expressions(g, scope, c, relaxed)]
     if no_aliasing and len(tensors) >= 2:
         exprs = [g.source.guard_expr(scope) for g in tensors]
         if len(exprs) <= 4:

@@ -154,7 +154,8 @@ def build_entry(fn, tx: InstructionTranslator, output: OutputGraph, global_state
     new_fn.__qualname__ = fn.__qualname__
     guard = build_guard_function(needed_guards(output), code, fn, global_state,
                                  no_aliasing=hooks.compiler_fn is not eager_backend,
-                                 closure_arg=closure_arg)
+                                 closure_arg=closure_arg,
+                                 relaxed_tensors=relaxed_tensor_checks(output, hooks))
     labels = list(dict.fromkeys(label for label, _ in guard.parts))
     _log_entry(code, new_code, graphs, labels)
     return CacheEntry(guard, new_fn, graphs, labels)
@@ -167,6 +168,23 @@ def needed_guards(output: OutputGraph) -> list:
                    if not a.node.users and not a.node.meta.get("metadata_used")}
     return [g for g in output.guards.values()
             if not (g.kind is GuardKind.TENSOR_MATCH and id(g.value) in passthrough)]
+
+
+def relaxed_tensor_checks(output: OutputGraph, hooks: Hooks) -> dict[int, frozenset[str]]:
+    """TENSOR_MATCH parts the compiled artifact does not depend on.  With the ``eager``
+    backend the graph's ops are dispatched by PyTorch at run time, so a tensor with other
+    strides or dispatch keys (an inference tensor, a conjugate view) gets exactly eager's
+    behaviour; the checks stay when traced code read strides or key-dependent metadata,
+    and for every other backend (they specialize on both)."""
+    if hooks.compiler_fn is not eager_backend:
+        return {}
+    out = {}
+    for arg in output.graph_args:
+        meta = arg.node.meta
+        out[id(arg.example)] = frozenset(
+            name for name, used in (("strides", meta.get("strides_used")), ("keys", meta.get("keys_used")))
+            if not used)
+    return out
 
 
 def _first_positions(insts):

@@ -34,6 +34,13 @@ CONSTANT_METHODS = frozenset({
     "storage_offset", "is_inference", "has_names", "__len__",
 })
 
+#: Metadata that depends on strides / on dispatch keys: reading it at trace time keeps
+#: those parts of TENSOR_MATCH even where the backend would not need them.
+STRIDE_METADATA = frozenset({"stride", "is_contiguous", "storage_offset"})
+KEY_METADATA = frozenset({"is_inference", "is_conj", "is_neg", "is_quantized", "is_sparse",
+                          "is_mkldnn", "is_meta", "is_nested", "layout", "is_cuda", "is_cpu",
+                          "device", "get_device"})
+
 #: Methods that read tensor data into Python: a graph break by nature.
 DATA_DEPENDENT_METHODS = {
     "item": "Tensor.item() reads a value out of the tensor",
@@ -57,6 +64,12 @@ class TensorVariable(VariableTracker):
         self.node = node
         self._example = example_value
         self.class_type: type = torch.Tensor
+
+    def _note_metadata(self, name: str) -> None:
+        if name in STRIDE_METADATA:
+            self.node.meta["strides_used"] = True
+        elif name in KEY_METADATA:
+            self.node.meta["keys_used"] = True
 
     @property
     def example_value(self):
@@ -108,6 +121,7 @@ class TensorVariable(VariableTracker):
     # -- attributes and methods ----------------------------------------------------------
     def var_getattr(self, tx, name: str) -> VariableTracker:
         ev = self.example_value
+        self._note_metadata(name)
         if name in CONSTANT_ATTRS:
             return ConstantVariable(getattr(ev, name))
         if name in TENSOR_ATTRS:
@@ -128,6 +142,7 @@ class TensorVariable(VariableTracker):
                 f"Tensor.{name}()", DATA_DEPENDENT_METHODS[name],
                 ["Keep values as tensors inside the compiled region, or move this call out of it."],
             )
+        self._note_metadata(name)
         if name in CONSTANT_METHODS:
             consts = [a.as_python_constant() for a in args]
             kconsts = {k: v.as_python_constant() for k, v in kwargs.items()}
