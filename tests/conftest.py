@@ -6,6 +6,9 @@ import pytest
 
 import graphjit
 
+# the helpers shared by the test files assert too: give their failures pytest's detail
+pytest.register_assert_rewrite("_shared")
+
 
 @pytest.fixture(autouse=True)
 def _graphjit_debug_and_reset():

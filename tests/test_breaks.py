@@ -24,29 +24,52 @@ Counting rules the expected numbers follow (the same as TorchDynamo's):
 from __future__ import annotations
 
 import contextlib
-import copy
 import io
 import math
 import operator
-import re
 import zlib
 
-import pytest
 import torch
 
 import graphjit
+from _shared import (
+    Kw,
+    Layer,
+    Obj,
+    _g_break,
+    _h1,
+    _scaled,
+    attribute_write,
+    break_in_try,
+    check_sequence,
+    compare_call,
+    compile_and_check,
+    elif_chain,
+    half_built_call,
+    helper_depth_2,
+    helper_depth_3,
+    item_math,
+    method_of_user_object,
+    nested_ifs,
+    no_grad_decorated_helper,
+    nonzero_break,
+    ops,
+    print_in_for_loop,
+    print_then_ops,
+    print_two,
+    raise_in_branch,
+    seeded_randn,
+    while_tensor_condition,
+)
 from graphjit.runtime.dispatch import all_entries
 from graphjit.testing import CompileCounter, assert_equal
 
 
 # --------------------------------------------------------------------------------------
-# harness
+# harness (the programs shared with test_breaks_vs_dynamo.py live in _shared.py)
 # --------------------------------------------------------------------------------------
 
-def _r(*shape, seed=0):
-    g = torch.Generator().manual_seed(1000 + seed * 7 + 13 * len(shape) + sum(shape))
-    return torch.randn(*shape, generator=g)
-
+_r = seeded_randn(1000)
 
 POS = _r(4, seed=1).abs() + 0.1     # sum > 0, every element > 0
 NEG = -(_r(4, seed=2).abs() + 0.1)  # sum < 0, every element < 0
@@ -55,54 +78,15 @@ Y = _r(4, seed=4)
 M = _r(3, 4, seed=5)
 
 
-def _run(fn, args, kwargs):
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        try:
-            return ("ok", fn(*args, **kwargs)), out.getvalue()
-        except Exception as e:  # noqa: BLE001  (the user's exception is behaviour)
-            return ("raised", e), out.getvalue()
-
-
-def _compare_one(fn, compiled, args, kwargs):
-    e_args, e_kwargs = copy.deepcopy((args, kwargs))
-    c_args, c_kwargs = copy.deepcopy((args, kwargs))
-    grad_before = torch.is_grad_enabled()
-    expected, e_out = _run(fn, e_args, e_kwargs)
-    actual, c_out = _run(compiled, c_args, c_kwargs)
-    assert torch.is_grad_enabled() == grad_before, "grad mode not restored after the call"
-    if actual[0] == "raised" and isinstance(actual[1], (graphjit.Unsupported, graphjit.InternalError)):
-        raise AssertionError(f"graphjit raised {type(actual[1]).__name__}: {actual[1]}") from None
-    assert c_out == e_out, f"stdout differs:\ncompiled: {c_out!r}\neager:    {e_out!r}"
-    assert actual[0] == expected[0], (
-        f"eager {expected[0]} {expected[1]!r}, compiled {actual[0]} {actual[1]!r}")
-    if expected[0] == "raised":
-        # messages may hold reprs with addresses (pytest's rewritten asserts): drop them
-        assert type(actual[1]) is type(expected[1]) and _no_addr(actual[1]) == _no_addr(expected[1]), (
-            f"exception differs: {actual[1]!r} vs {expected[1]!r}")
-    else:
-        assert_equal(actual[1], expected[1])
-    assert_equal(c_args, e_args, "args after the call")
-    assert_equal(c_kwargs, e_kwargs, "kwargs after the call")
-    return actual
-
-
-def _no_addr(e: BaseException) -> str:
-    return re.sub(r" at 0x[0-9a-fA-F]+", "", str(e))
-
-
 def run(fn, *inputs, calls=2):
     """Compile ``fn`` once; call it ``calls`` times with each input (a tuple of positional
-    args, or ``(args, kwargs)`` wrapped in :class:`Kw`), comparing with eager each time.
-    Returns ``(counter, stats)``."""
+    args, or ``(args, kwargs)`` wrapped in :class:`Kw`), comparing with eager each time
+    (:func:`_shared.check_sequence`).  Returns ``(counter, stats)``."""
     assert not fn.__code__.co_freevars, "test programs must not be closures (see test_closure_*)"
     graphjit.reset()
     cnt = CompileCounter()
     compiled = graphjit.compile(fn, backend=cnt)
-    for inp in inputs:
-        args, kwargs = (inp.args, inp.kwargs) if isinstance(inp, Kw) else (inp, {})
-        for _ in range(calls):
-            _compare_one(fn, compiled, args, kwargs)
+    check_sequence(fn, compiled, inputs, calls)
     cnt.unused_graphs = unused_graphs(cnt)  # while ``compiled`` (and its entries) are alive
     return cnt, graphjit.stats()
 
@@ -112,11 +96,6 @@ def unused_graphs(cnt):
     and then thrown away, e.g. because the code after them could not be generated)."""
     used = {id(g.gm) for e in all_entries() for g in e.graphs}
     return [i for i, gm in enumerate(cnt.graphs) if id(gm) not in used]
-
-
-class Kw:
-    def __init__(self, *args, **kwargs):
-        self.args, self.kwargs = args, kwargs
 
 
 def expect(fn, inputs, graphs, breaks, calls=2):
@@ -130,36 +109,8 @@ def expect(fn, inputs, graphs, breaks, calls=2):
     return cnt, s
 
 
-def ops(gm):
-    return [n.target for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module")]
-
-
 def placeholders(gm):
     return [n.name for n in gm.graph.nodes if n.op == "placeholder"]
-
-
-class Obj:
-    """A plain user object compared by its attributes (tensors exactly)."""
-
-    def __init__(self, **attrs):
-        self.__dict__.update(attrs)
-
-    def __eq__(self, other):
-        if type(other) is not type(self) or self.__dict__.keys() != other.__dict__.keys():
-            return False
-        for k, v in self.__dict__.items():
-            w = other.__dict__[k]
-            if isinstance(v, torch.Tensor):
-                if not (isinstance(w, torch.Tensor) and v.shape == w.shape and torch.equal(v, w)):
-                    return False
-            elif v != w:
-                return False
-        return True
-
-    __hash__ = None
-
-    def __repr__(self):
-        return f"Obj({self.__dict__})"
 
 
 # --------------------------------------------------------------------------------------
@@ -176,13 +127,7 @@ def test_print_one():
 
 
 def test_print_two():
-    def fn(x):
-        a = x + 1
-        print("a")
-        b = a * 2
-        print("b", 3)
-        return b - 1
-    expect(fn, [(X,)], graphs=3, breaks=2)
+    expect(print_two, [(X,)], graphs=3, breaks=2)
 
 
 def test_print_three():
@@ -260,18 +205,7 @@ def test_print_inside_expression_statement_value_used():
 # breaks in inlined helpers (1, 2, 3 calls deep)
 # --------------------------------------------------------------------------------------
 
-def _h1(x):
-    print("h1")
-    return x * 3
-
-
-def _h2(x):
-    return _h1(x + 1) * 2
-
-
-def _h3(x):
-    return _h2(x - 1).cos()
-
+# _h1 prints, _h2 calls _h1, _h3 calls _h2 (in _shared.py)
 
 def test_helper_depth_1():
     def fn(x):
@@ -284,24 +218,17 @@ def test_helper_depth_1():
 
 
 def test_helper_depth_2():
-    def fn(x):
-        return _h2(x.sin()) + 1
-    # fn [sin] | _h2 [add] | _h1 resume [mul] | _h2 resume [mul] | fn resume [add]
-    expect(fn, [(X,)], graphs=5, breaks=3)
+    # helper_depth_2 [sin] | _h2 [add] | _h1 resume [mul] | _h2 resume [mul] |
+    # helper_depth_2 resume [add]
+    expect(helper_depth_2, [(X,)], graphs=5, breaks=3)
 
 
 def test_helper_depth_3():
-    def fn(x):
-        return _h3(x.sin()) + 1
-    cnt, _ = expect(fn, [(X,)], graphs=7, breaks=4)
+    cnt, _ = expect(helper_depth_3, [(X,)], graphs=7, breaks=4)
     assert sum(len(ops(g)) for g in cnt.graphs) == 7
 
 
-def _scaled(x, scale=2, *, shift=0.5):
-    y = x * scale
-    print("scaled", scale, shift)
-    return y + shift
-
+# _scaled(x, scale=2, *, shift=0.5): [mul], print, [add] (in _shared.py)
 
 def test_helper_keyword_argument():
     def fn(x):
@@ -333,24 +260,9 @@ def test_helper_called_twice_with_different_constants():
     expect(fn, [(X,)], graphs=5, breaks=4)
 
 
-class _Layer:
-    def __init__(self, w):
-        self.w = w
-
-    def forward(self, x):
-        y = x * self.w
-        print("layer")
-        return y + self.w
-
-    def __eq__(self, other):
-        return type(other) is _Layer and self.w == other.w
-
-
 def test_helper_method_of_user_object():
-    def fn(x, layer):
-        return layer.forward(x + 1) * 2
-    # fn [add] | forward [mul] + resume [add] | fn resume [mul]
-    expect(fn, [(X, _Layer(3.0))], graphs=4, breaks=2)
+    # method_of_user_object [add] | Layer.forward [mul] + resume [add] | resume [mul]
+    expect(method_of_user_object, [(X, Layer(3.0))], graphs=4, breaks=2)
 
 
 def _helper_if(x):
@@ -675,12 +587,7 @@ def _make_closure_fn():
 def test_closure_free_variable_helper_breaks():
     # ``fn`` reads ``helper`` from a closure cell: fn [add] | helper: print first (no graph),
     # resume [mul] | fn resume [sub]
-    fn = _make_closure_fn()
-    graphjit.reset()
-    cnt = CompileCounter()
-    compiled = graphjit.compile(fn, backend=cnt)
-    for _ in range(2):
-        _compare_one(fn, compiled, (X,), {})
+    cnt = compile_and_check(_make_closure_fn(), [(X,)])
     assert (cnt.frame_count, graphjit.stats()["graph_breaks"]) == (3, 2)
 
 
@@ -719,19 +626,9 @@ def test_if_only_one_branch_taken_compiles_one_resume():
 
 
 def test_nested_ifs_all_paths():
-    def fn(x, y):
-        a = x + y
-        if a.sum() > 0:
-            if x.mean() > 0:
-                r = a * 2
-            else:
-                r = a * 3
-        else:
-            r = a - 1
-        return r
     # prefix [add, sum, gt]; outer-true resume [mean, gt] (a break); inner resumes 2;
     # outer-false resume 1
-    expect(fn, [(POS, POS.clone()), (NEG, POS * 4), (NEG, NEG.clone())], graphs=5, breaks=2)
+    expect(nested_ifs, [(POS, POS.clone()), (NEG, POS * 4), (NEG, NEG.clone())], graphs=5, breaks=2)
 
 
 def test_if_return_inside_branches():
@@ -745,17 +642,9 @@ def test_if_return_inside_branches():
 
 
 def test_elif_chain():
-    def fn(x):
-        s = x.sum()
-        if s > 1:
-            return x * 1
-        elif s > -1:
-            return x * 2
-        else:
-            return x * 3
     big, mid, small = POS * 10, POS * 0.01, NEG * 10
     # prefix [sum, gt]; s>1 resume [mul]; else resume [gt] (break) + 2 resumes
-    expect(fn, [(big,), (mid,), (small,)], graphs=5, breaks=2)
+    expect(elif_chain, [(big,), (mid,), (small,)], graphs=5, breaks=2)
 
 
 def test_if_and_short_circuit():
@@ -880,11 +769,7 @@ def test_if_in_branch_with_many_live_values():
 # --------------------------------------------------------------------------------------
 
 def test_item_feeds_python_math():
-    def fn(x):
-        s = x.sum().item()
-        k = math.sqrt(abs(s)) + 1
-        return x * k
-    cnt, _ = expect(fn, [(X,)], graphs=2, breaks=1)
+    cnt, _ = expect(item_math, [(X,)], graphs=2, breaks=1)
     assert ops(cnt.graphs[0]) == ["sum"]
 
 
@@ -991,11 +876,11 @@ def test_called_under_outer_no_grad():
     compiled = graphjit.compile(fn, backend=cnt)
     with torch.no_grad():
         for _ in range(2):
-            _compare_one(fn, compiled, (XG,), {})
+            compare_call(fn, compiled, (XG,))
         assert not torch.is_grad_enabled()
     assert torch.is_grad_enabled()
     for _ in range(2):  # grad mode is guarded: a recompile for each frame
-        _compare_one(fn, compiled, (XG,), {})
+        compare_call(fn, compiled, (XG,))
     assert (cnt.frame_count, graphjit.stats()["graph_breaks"]) == (4, 2)
 
 
@@ -1029,19 +914,13 @@ def test_break_in_no_grad_block_of_inlined_helper():
                                              torch._C._set_grad_enabled], [operator.add]]
 
 
-@torch.no_grad()
-def _decorated_no_grad(x):
-    print("decorated")
-    return x * 2
-
-
 def test_break_in_no_grad_decorated_helper():
-    def fn(x):
-        return _decorated_no_grad(x) + 1
-    # as torch.compile: [mul] in the helper's resume, [add] in fn's resume; the decorator's
+    # no_grad_decorated_helper (fn) returns ``_decorated_no_grad(x) + 1``; the helper is a
+    # @torch.no_grad() function that prints first.
+    # As torch.compile: [mul] in the helper's resume, [add] in fn's resume; the decorator's
     # wrapper (``with ctx_factory(): return func(*args, **kwargs)``) has no tensor op.
     # Breaks: fn at the call, the wrapper at its call of the helper, the helper at print.
-    expect(fn, [(XG,)], graphs=2, breaks=3)
+    expect(no_grad_decorated_helper, [(XG,)], graphs=2, breaks=3)
 
 
 def test_set_grad_enabled_false_block_with_break():
@@ -1059,14 +938,8 @@ def test_set_grad_enabled_false_block_with_break():
 # --------------------------------------------------------------------------------------
 
 def test_print_in_for_loop():
-    def fn(x):
-        y = x * 2
-        for i in range(3):
-            y = y + i
-            print(i)
-        return y
     # step break: graph [mul] up to the ``for`` statement, the loop runs eagerly
-    expect(fn, [(X,)], graphs=1, breaks=1)
+    expect(print_in_for_loop, [(X,)], graphs=1, breaks=1)
 
 
 def test_print_in_for_loop_without_prefix():
@@ -1093,16 +966,10 @@ def test_data_dependent_if_in_for_loop():
 
 
 def test_while_loop_on_tensor_condition():
-    def fn(x):
-        i = 0
-        while x.sum() < 10:
-            x = x + 1
-            i += 1
-        return x, i
     # the first test of the condition is outside the loop body: resumable jump with
     # [sum, lt]; the resume into the body traces [add] and step-breaks at the second test
     # (in the loop), then runs eagerly.  The exit branch is never taken on the first test.
-    expect(fn, [(X,)], graphs=2, breaks=2)
+    expect(while_tensor_condition, [(X,)], graphs=2, breaks=2)
 
 
 def test_unrolled_loop_then_break():
@@ -1143,16 +1010,8 @@ def test_item_in_list_comprehension():
 # --------------------------------------------------------------------------------------
 
 def test_break_in_try_except():
-    def fn(x):
-        y = x + 1
-        try:
-            print("try")
-            z = y * 2
-        except ValueError:
-            z = y
-        return z - 1
     # step break at the ``try`` line: graph [add], rest eagerly
-    expect(fn, [(X,)], graphs=1, breaks=1)
+    expect(break_in_try, [(X,)], graphs=1, breaks=1)
 
 
 def test_break_in_try_finally():
@@ -1235,17 +1094,12 @@ def test_function_with_star_args_and_kwargs():
     expect(fn, [Kw(X, 1, 2, k=3), Kw(X, 1, 2)], graphs=4, breaks=2)
 
 
-def _g_break(t):
-    print("g")
-    return t + 1
-
+# _g_break(t) prints, then [add] (in _shared.py)
 
 def test_half_built_call_torch_add():
-    def fn(x, y):
-        return torch.add(x * 2, _g_break(y), alpha=2)
-    # fn [mul] (torch.add, NULL and x*2 on the stack) | _g_break resume [add] |
-    # fn resume [add]
-    expect(fn, [(X, Y)], graphs=3, breaks=2)
+    # half_built_call [mul] (torch.add, NULL and x*2 on the stack) | _g_break resume [add] |
+    # half_built_call resume [add]
+    expect(half_built_call, [(X, Y)], graphs=3, breaks=2)
 
 
 def test_half_built_binary_op():
@@ -1290,12 +1144,8 @@ def test_break_in_argument_of_nested_calls():
 # --------------------------------------------------------------------------------------
 
 def test_attribute_write_on_user_object():
-    def fn(x, obj):
-        y = x * 2
-        obj.t = y
-        return y + 1
     # the write is recorded and replayed after the graph (instance __dict__): no break
-    cnt, _ = expect(fn, [(X, Obj(t=None))], graphs=1, breaks=0)
+    cnt, _ = expect(attribute_write, [(X, Obj(t=None))], graphs=1, breaks=0)
 
 
 def test_two_attribute_writes():
@@ -1369,12 +1219,8 @@ def test_attribute_write_through_property_setter_breaks():
 # --------------------------------------------------------------------------------------
 
 def test_nonzero():
-    def fn(x):
-        y = x * 2
-        idx = y.nonzero()
-        return idx.float().sum() + y.sum()
     # the break is at the nonzero call (resumable): [mul] | resume [float, sum, sum, add]
-    expect(fn, [(torch.tensor([0.0, 1.0, 0.0, 2.0]),)], graphs=2, breaks=1)
+    expect(nonzero_break, [(torch.tensor([0.0, 1.0, 0.0, 2.0]),)], graphs=2, breaks=1)
 
 
 def test_boolean_mask_indexing():
@@ -1427,19 +1273,7 @@ class _Outer(torch.nn.Module):
 
 
 def _run_module(mod, inputs):
-    graphjit.reset()
-    cnt = CompileCounter()
-    compiled = graphjit.compile(mod, backend=cnt)
-    for inp in inputs:
-        for _ in range(2):
-            out = io.StringIO()
-            with contextlib.redirect_stdout(out):
-                actual = compiled(*inp)
-            e_out = io.StringIO()
-            with contextlib.redirect_stdout(e_out):
-                expected = mod(*inp)
-            assert out.getvalue() == e_out.getvalue()
-            assert_equal(actual, expected)
+    cnt = compile_and_check(mod, inputs)
     return cnt, graphjit.stats()
 
 
@@ -1492,11 +1326,7 @@ def test_return_none_or_tensor_or_tuple():
 # --------------------------------------------------------------------------------------
 
 def test_resume_functions_recompile_on_new_shape():
-    def fn(x):
-        y = x.cos()
-        print("p")
-        return y + 1
-    cnt, s = expect(fn, [(_r(3),), (_r(5),), (_r(2, 2),)], graphs=6, breaks=3)
+    cnt, s = expect(print_then_ops, [(_r(3),), (_r(5),), (_r(2, 2),)], graphs=6, breaks=3)
     assert s["recompiles"] == 4  # prefix and resume function, each twice
 
 
@@ -1537,7 +1367,7 @@ def test_alternating_branches_no_retracing():
     cnt = CompileCounter()
     compiled = graphjit.compile(fn, backend=cnt)
     for i in range(12):
-        _compare_one(fn, compiled, (POS if i % 2 else NEG,), {})
+        compare_call(fn, compiled, (POS if i % 2 else NEG,))
     s = graphjit.stats()
     assert (cnt.frame_count, s["graph_breaks"], s["frames_total"], s["recompiles"]) == (3, 1, 3, 0)
 
@@ -1547,14 +1377,9 @@ def test_alternating_branches_no_retracing():
 # --------------------------------------------------------------------------------------
 
 def test_raise_in_branch_after_break():
-    def fn(x):
-        y = x + 1
-        if y.sum() > 0:
-            raise ValueError("positive sum")
-        return y
     # prefix [add, sum, gt]; the true resume breaks at ``ValueError(...)`` (no ops); the
     # false resume only returns ``y`` (no graph)
-    cnt, s = run(fn, (POS,), (NEG - 2,))
+    cnt, s = run(raise_in_branch, (POS,), (NEG - 2,))
     assert cnt.frame_count == 1
 
 

@@ -5,28 +5,43 @@ give eager's results (return value, mutated arguments, stdout, grad mode afterwa
 torch.compile runs with a counting backend (``backend=counter``, which returns
 ``gm.forward``) after ``torch._dynamo.reset()``; graphjit runs with its CompileCounter after
 ``graphjit.reset()``.  Each input is passed twice, so the second call must hit the caches.
-The programs are module-level functions (no closures), mirroring tests/test_breaks.py.
+The programs are module-level functions (no closures); those that tests/test_breaks.py
+also runs are shared with it through tests/_shared.py.
 """
 
 from __future__ import annotations
-
-import contextlib
-import copy
-import io
-import math
 
 import pytest
 import torch
 import torch._dynamo
 
-import graphjit
-from graphjit.testing import CompileCounter, assert_equal
+from _shared import (
+    Layer,
+    Obj,
+    _scaled,
+    attribute_write,
+    break_in_try,
+    check_sequence,
+    compile_and_check,
+    elif_chain,
+    half_built_call,
+    helper_depth_2,
+    helper_depth_3,
+    item_math,
+    method_of_user_object,
+    nested_ifs,
+    no_grad_decorated_helper,
+    nonzero_break,
+    ops,
+    print_in_for_loop,
+    print_then_ops,
+    print_two,
+    raise_in_branch,
+    seeded_randn,
+    while_tensor_condition,
+)
 
-
-def _r(*shape, seed=0):
-    g = torch.Generator().manual_seed(2000 + seed * 7 + 13 * len(shape) + sum(shape))
-    return torch.randn(*shape, generator=g)
-
+_r = seeded_randn(2000)
 
 POS = _r(4, seed=1).abs() + 0.1
 NEG = -(_r(4, seed=2).abs() + 0.1)
@@ -35,42 +50,8 @@ Y = _r(4, seed=4)
 XG = _r(4, seed=5).requires_grad_(True)
 
 
-class Obj:
-    def __init__(self, **attrs):
-        self.__dict__.update(attrs)
-
-    def __eq__(self, other):
-        if type(other) is not Obj or self.__dict__.keys() != other.__dict__.keys():
-            return False
-        for k, v in self.__dict__.items():
-            w = other.__dict__[k]
-            if isinstance(v, torch.Tensor):
-                if not (isinstance(w, torch.Tensor) and v.shape == w.shape and torch.equal(v, w)):
-                    return False
-            elif v != w:
-                return False
-        return True
-
-    __hash__ = None
-
-
-class Layer:
-    def __init__(self, w):
-        self.w = w
-
-    def forward(self, x):
-        y = x * self.w
-        print("layer")
-        return y + self.w
-
-    def __eq__(self, other):
-        return type(other) is Layer and self.w == other.w
-
-    __hash__ = None
-
-
 # --------------------------------------------------------------------------------------
-# the programs
+# the programs (those also in test_breaks.py are in _shared.py)
 # --------------------------------------------------------------------------------------
 
 def toy_example(a, b):
@@ -80,75 +61,8 @@ def toy_example(a, b):
     return x * b
 
 
-def print_two(x):
-    a = x + 1
-    print("a")
-    b = a * 2
-    print("b", 3)
-    return b - 1
-
-
-def _h1(x):
-    print("h1")
-    return x * 3
-
-
-def _h2(x):
-    return _h1(x + 1) * 2
-
-
-def _h3(x):
-    return _h2(x - 1).cos()
-
-
-def helper_depth_2(x):
-    return _h2(x.sin()) + 1
-
-
-def helper_depth_3(x):
-    return _h3(x.sin()) + 1
-
-
-def _scaled(x, scale=2, *, shift=0.5):
-    y = x * scale
-    print("scaled", scale, shift)
-    return y + shift
-
-
 def helper_keywords(x):
     return _scaled(x.relu(), scale=3) - _scaled(x, 4, shift=1.5)
-
-
-def method_of_user_object(x, layer):
-    return layer.forward(x + 1) * 2
-
-
-def nested_ifs(x, y):
-    a = x + y
-    if a.sum() > 0:
-        if x.mean() > 0:
-            r = a * 2
-        else:
-            r = a * 3
-    else:
-        r = a - 1
-    return r
-
-
-def elif_chain(x):
-    s = x.sum()
-    if s > 1:
-        return x * 1
-    elif s > -1:
-        return x * 2
-    else:
-        return x * 3
-
-
-def item_math(x):
-    s = x.sum().item()
-    k = math.sqrt(abs(s)) + 1
-    return x * k
 
 
 def tolist_sum(x):
@@ -164,76 +78,6 @@ def no_grad_break(x):
         z = y + 1
     w = x * 3
     return z, w
-
-
-@torch.no_grad()
-def _decorated_no_grad(x):
-    print("decorated")
-    return x * 2
-
-
-def no_grad_decorated_helper(x):
-    return _decorated_no_grad(x) + 1
-
-
-def _g_break(t):
-    print("g")
-    return t + 1
-
-
-def half_built_call(x, y):
-    return torch.add(x * 2, _g_break(y), alpha=2)
-
-
-def attribute_write(x, obj):
-    y = x * 2
-    obj.t = y
-    return y + 1
-
-
-def nonzero_break(x):
-    y = x * 2
-    idx = y.nonzero()
-    return idx.float().sum() + y.sum()
-
-
-def print_then_ops(x):
-    y = x.cos()
-    print("p")
-    return y + 1
-
-
-def while_tensor_condition(x):
-    i = 0
-    while x.sum() < 10:
-        x = x + 1
-        i += 1
-    return x, i
-
-
-def print_in_for_loop(x):
-    y = x * 2
-    for i in range(3):
-        y = y + i
-        print(i)
-    return y
-
-
-def break_in_try(x):
-    y = x + 1
-    try:
-        print("try")
-        z = y * 2
-    except ValueError:
-        z = y
-    return z - 1
-
-
-def raise_in_branch(x):
-    y = x + 1
-    if y.sum() > 0:
-        raise ValueError("positive sum")
-    return y
 
 
 PROGRAMS = {
@@ -272,42 +116,16 @@ DYNAMO_SKIPS_FRAME = {
 # harness
 # --------------------------------------------------------------------------------------
 
-def _run(fn, args):
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        try:
-            return ("ok", fn(*args)), out.getvalue()
-        except Exception as e:  # noqa: BLE001
-            return ("raised", e), out.getvalue()
-
-
-def _check_sequence(fn, compiled, inputs, who):
-    for args in inputs:
-        for _ in range(2):
-            e_args, c_args = copy.deepcopy(args), copy.deepcopy(args)
-            grad = torch.is_grad_enabled()
-            expected, e_out = _run(fn, e_args)
-            actual, c_out = _run(compiled, c_args)
-            assert torch.is_grad_enabled() == grad, f"{who}: grad mode not restored"
-            assert c_out == e_out, f"{who}: stdout {c_out!r} != eager {e_out!r}"
-            assert actual[0] == expected[0], f"{who}: {actual!r} vs eager {expected!r}"
-            if expected[0] == "raised":
-                assert type(actual[1]) is type(expected[1]) and str(actual[1]) == str(expected[1])
-            else:
-                assert_equal(actual[1], expected[1], f"{who} result")
-            assert_equal(c_args, e_args, f"{who} args after the call")
-
+# Each input is called twice (:func:`_shared.check_sequence`); exception messages must
+# match exactly (``ignore_addresses=False``).
 
 def graphjit_count(fn, inputs, with_ops=False):
-    graphjit.reset()
-    cnt = CompileCounter()
-    _check_sequence(fn, graphjit.compile(fn, backend=cnt), inputs, "graphjit")
+    cnt = compile_and_check(fn, inputs, who="graphjit", ignore_addresses=False)
     return (cnt.frame_count, cnt.op_count) if with_ops else cnt.frame_count
 
 
 def _op_count(graphs):
-    return sum(1 for gm in graphs for n in gm.graph.nodes
-               if n.op in ("call_function", "call_method", "call_module"))
+    return sum(len(ops(gm)) for gm in graphs)
 
 
 def dynamo_count(fn, inputs, with_ops=False):
@@ -319,7 +137,8 @@ def dynamo_count(fn, inputs, with_ops=False):
         return gm.forward
 
     try:
-        _check_sequence(fn, torch.compile(fn, backend=counter), inputs, "torch.compile")
+        check_sequence(fn, torch.compile(fn, backend=counter), inputs,
+                       who="torch.compile", ignore_addresses=False)
     finally:
         torch._dynamo.reset()
     return (len(graphs), _op_count(graphs)) if with_ops else len(graphs)

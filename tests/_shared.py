@@ -1,0 +1,282 @@
+"""Helpers and programs shared by several test files (not a test module itself).
+
+Imported as ``_shared``: pytest puts ``tests/`` on ``sys.path`` (rootdir-relative
+"prepend" import mode, no ``__init__.py``), and so does running a test file as a script.
+``conftest.py`` registers this module for pytest's assertion rewriting.
+
+* calling and comparing: :func:`compare_call`, :func:`check_sequence`,
+  :func:`compile_and_check`, :class:`Kw`, :func:`ops`;
+* values: :func:`seeded_randn`, :class:`Obj`, :class:`Layer`;
+* programs with graph breaks, run by both ``test_breaks.py`` (exact graph and break
+  counts) and ``test_breaks_vs_dynamo.py`` (graph counts against ``torch.compile``).
+  They are module-level functions (no closures).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import re
+
+import torch
+
+import graphjit
+from graphjit.testing import CompileCounter, _run, assert_equal
+
+# --------------------------------------------------------------------------------------
+# calling and comparing
+# --------------------------------------------------------------------------------------
+
+def ops(gm):
+    """The targets of a graph's call nodes, in order."""
+    return [n.target for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module")]
+
+
+class Kw:
+    """One input given with keyword arguments: ``Kw(*args, **kwargs)``."""
+
+    def __init__(self, *args, **kwargs):
+        self.args, self.kwargs = args, kwargs
+
+
+def compare_call(fn, compiled, args, kwargs=None, *, who="", ignore_addresses=True):
+    """Call ``fn`` and ``compiled`` on deep copies of the arguments and assert the same
+    behaviour: grad mode restored, no graphjit error, the same stdout, the same return value
+    or exception (type and message; with ``ignore_addresses`` the `` at 0x...`` parts of
+    messages are dropped, as pytest's rewritten asserts print reprs), the same arguments
+    afterwards.  ``who`` prefixes the failure messages.  Returns the compiled outcome."""
+    kwargs = {} if kwargs is None else kwargs
+    at = f"{who}: " if who else ""
+    e_args, e_kwargs = copy.deepcopy((args, kwargs))
+    c_args, c_kwargs = copy.deepcopy((args, kwargs))
+    grad_before = torch.is_grad_enabled()
+    expected, e_out = _run(fn, e_args, e_kwargs)
+    actual, c_out = _run(compiled, c_args, c_kwargs)
+    assert torch.is_grad_enabled() == grad_before, f"{at}grad mode not restored after the call"
+    if actual[0] == "raised" and isinstance(actual[1], (graphjit.Unsupported, graphjit.InternalError)):
+        raise AssertionError(f"{at}graphjit raised {type(actual[1]).__name__}: {actual[1]}") from None
+    assert c_out == e_out, f"{at}stdout differs:\ncompiled: {c_out!r}\neager:    {e_out!r}"
+    assert actual[0] == expected[0], (
+        f"{at}eager {expected[0]} {expected[1]!r}, compiled {actual[0]} {actual[1]!r}")
+    if expected[0] == "raised":
+        message = (lambda e: re.sub(r" at 0x[0-9a-fA-F]+", "", str(e))) if ignore_addresses else str
+        assert type(actual[1]) is type(expected[1]) and message(actual[1]) == message(expected[1]), (
+            f"{at}exception differs: {actual[1]!r} vs {expected[1]!r}")
+    else:
+        assert_equal(actual[1], expected[1], f"{at}result")
+    assert_equal(c_args, e_args, f"{at}args after the call")
+    assert_equal(c_kwargs, e_kwargs, f"{at}kwargs after the call")
+    return actual
+
+
+def check_sequence(fn, compiled, inputs, calls=2, **compare):
+    """:func:`compare_call` ``calls`` times for each input (a tuple of positional arguments
+    or a :class:`Kw`), in order."""
+    for inp in inputs:
+        args, kwargs = (inp.args, inp.kwargs) if isinstance(inp, Kw) else (inp, {})
+        for _ in range(calls):
+            compare_call(fn, compiled, args, kwargs, **compare)
+
+
+def compile_and_check(fn, inputs, calls=2, **compare) -> CompileCounter:
+    """After ``graphjit.reset()``, compile ``fn`` once with a :class:`CompileCounter` and
+    :func:`check_sequence` it; returns the counter."""
+    graphjit.reset()
+    cnt = CompileCounter()
+    check_sequence(fn, graphjit.compile(fn, backend=cnt), inputs, calls, **compare)
+    return cnt
+
+
+# --------------------------------------------------------------------------------------
+# values
+# --------------------------------------------------------------------------------------
+
+def seeded_randn(base: int):
+    """``_r(*shape, seed=0)``: a reproducible ``torch.randn`` tensor, drawn from a stream
+    of its own for each ``base`` (so that test files do not share values by accident)."""
+    def _r(*shape, seed=0):
+        g = torch.Generator().manual_seed(base + seed * 7 + 13 * len(shape) + sum(shape))
+        return torch.randn(*shape, generator=g)
+    return _r
+
+
+class Obj:
+    """A plain user object compared by its attributes (tensors exactly)."""
+
+    def __init__(self, **attrs):
+        self.__dict__.update(attrs)
+
+    def __eq__(self, other):
+        if type(other) is not type(self) or self.__dict__.keys() != other.__dict__.keys():
+            return False
+        for k, v in self.__dict__.items():
+            w = other.__dict__[k]
+            if isinstance(v, torch.Tensor):
+                if not (isinstance(w, torch.Tensor) and v.shape == w.shape and torch.equal(v, w)):
+                    return False
+            elif v != w:
+                return False
+        return True
+
+    __hash__ = None
+
+    def __repr__(self):
+        return f"Obj({self.__dict__})"
+
+
+class Layer:
+    """A user object whose method prints between two tensor ops."""
+
+    def __init__(self, w):
+        self.w = w
+
+    def forward(self, x):
+        y = x * self.w
+        print("layer")
+        return y + self.w
+
+    def __eq__(self, other):
+        return type(other) is Layer and self.w == other.w
+
+    __hash__ = None
+
+
+# --------------------------------------------------------------------------------------
+# programs with graph breaks (test_breaks.py and test_breaks_vs_dynamo.py)
+# --------------------------------------------------------------------------------------
+
+def print_two(x):
+    a = x + 1
+    print("a")
+    b = a * 2
+    print("b", 3)
+    return b - 1
+
+
+def _h1(x):
+    print("h1")
+    return x * 3
+
+
+def _h2(x):
+    return _h1(x + 1) * 2
+
+
+def _h3(x):
+    return _h2(x - 1).cos()
+
+
+def helper_depth_2(x):
+    return _h2(x.sin()) + 1
+
+
+def helper_depth_3(x):
+    return _h3(x.sin()) + 1
+
+
+def _scaled(x, scale=2, *, shift=0.5):
+    y = x * scale
+    print("scaled", scale, shift)
+    return y + shift
+
+
+def method_of_user_object(x, layer):
+    return layer.forward(x + 1) * 2
+
+
+def nested_ifs(x, y):
+    a = x + y
+    if a.sum() > 0:
+        if x.mean() > 0:
+            r = a * 2
+        else:
+            r = a * 3
+    else:
+        r = a - 1
+    return r
+
+
+def elif_chain(x):
+    s = x.sum()
+    if s > 1:
+        return x * 1
+    elif s > -1:
+        return x * 2
+    else:
+        return x * 3
+
+
+def item_math(x):
+    s = x.sum().item()
+    k = math.sqrt(abs(s)) + 1
+    return x * k
+
+
+@torch.no_grad()
+def _decorated_no_grad(x):
+    print("decorated")
+    return x * 2
+
+
+def no_grad_decorated_helper(x):
+    return _decorated_no_grad(x) + 1
+
+
+def _g_break(t):
+    print("g")
+    return t + 1
+
+
+def half_built_call(x, y):
+    return torch.add(x * 2, _g_break(y), alpha=2)
+
+
+def attribute_write(x, obj):
+    y = x * 2
+    obj.t = y
+    return y + 1
+
+
+def nonzero_break(x):
+    y = x * 2
+    idx = y.nonzero()
+    return idx.float().sum() + y.sum()
+
+
+def print_then_ops(x):
+    y = x.cos()
+    print("p")
+    return y + 1
+
+
+def while_tensor_condition(x):
+    i = 0
+    while x.sum() < 10:
+        x = x + 1
+        i += 1
+    return x, i
+
+
+def print_in_for_loop(x):
+    y = x * 2
+    for i in range(3):
+        y = y + i
+        print(i)
+    return y
+
+
+def break_in_try(x):
+    y = x + 1
+    try:
+        print("try")
+        z = y * 2
+    except ValueError:
+        z = y
+    return z - 1
+
+
+def raise_in_branch(x):
+    y = x + 1
+    if y.sum() > 0:
+        raise ValueError("positive sum")
+    return y
