@@ -7,6 +7,8 @@ Imported as ``_shared``: pytest puts ``tests/`` on ``sys.path`` (rootdir-relativ
 * calling and comparing: :func:`compare_call`, :func:`check_sequence`,
   :func:`compile_and_check`, :class:`Kw`, :func:`ops`;
 * values: :func:`seeded_randn`, :class:`Obj`, :class:`Layer`;
+* logs and golden files: :func:`capture_graphjit_log`, :func:`drop_addresses`,
+  :func:`tidy_lines`, :func:`check_golden`;
 * programs with graph breaks, run by both ``test_breaks.py`` (exact graph and break
   counts) and ``test_breaks_vs_dynamo.py`` (graph counts against ``torch.compile``).
   They are module-level functions (no closures).
@@ -14,13 +16,21 @@ Imported as ``_shared``: pytest puts ``tests/`` on ``sys.path`` (rootdir-relativ
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import difflib
+import io
+import logging
 import math
+import os
+import pathlib
 import re
 
+import pytest
 import torch
 
 import graphjit
+from graphjit.diagnostics import logs
 from graphjit.testing import CompileCounter, _run, assert_equal
 
 # --------------------------------------------------------------------------------------
@@ -59,7 +69,7 @@ def compare_call(fn, compiled, args, kwargs=None, *, who="", ignore_addresses=Tr
     assert actual[0] == expected[0], (
         f"{at}eager {expected[0]} {expected[1]!r}, compiled {actual[0]} {actual[1]!r}")
     if expected[0] == "raised":
-        message = (lambda e: re.sub(r" at 0x[0-9a-fA-F]+", "", str(e))) if ignore_addresses else str
+        message = (lambda e: drop_addresses(str(e))) if ignore_addresses else str
         assert type(actual[1]) is type(expected[1]) and message(actual[1]) == message(expected[1]), (
             f"{at}exception differs: {actual[1]!r} vs {expected[1]!r}")
     else:
@@ -139,6 +149,67 @@ class Layer:
         return type(other) is Layer and self.w == other.w
 
     __hash__ = None
+
+
+# --------------------------------------------------------------------------------------
+# logs and golden files
+# --------------------------------------------------------------------------------------
+
+GOLDEN = pathlib.Path(__file__).parent / "golden"
+UPDATE_GOLDEN = os.environ.get("GRAPHJIT_UPDATE_GOLDEN") == "1"
+
+
+@contextlib.contextmanager
+def capture_graphjit_log(artifacts: str | None = None, handler: logging.Handler | None = None):
+    """Attach ``handler`` (by default one writing each message to a StringIO) to the
+    ``graphjit`` logger at level INFO and, if given, turn on the log ``artifacts``; yield
+    the StringIO (or the handler given).  Afterwards the handler is removed and the level
+    and the enabled artifacts are restored."""
+    buf = None
+    if handler is None:
+        buf = io.StringIO()
+        handler = logging.StreamHandler(buf)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+    old_artifacts = sorted(logs._enabled)
+    logger = logging.getLogger("graphjit")
+    logger.addHandler(handler)
+    old_level = logger.level
+    logger.setLevel(logging.INFO)
+    try:
+        if artifacts is not None:
+            graphjit.set_logs(artifacts)
+        yield handler if buf is None else buf
+    finally:
+        logger.removeHandler(handler)
+        graphjit.set_logs(old_artifacts)
+        logger.setLevel(old_level)
+
+
+def drop_addresses(text: str) -> str:
+    """``text`` without the `` at 0x...`` parts of reprs."""
+    return re.sub(r" at 0x[0-9a-fA-F]+", "", text)
+
+
+def tidy_lines(text: str) -> str:
+    """Trailing white space and leading/trailing blank lines removed; one final newline."""
+    return "\n".join(line.rstrip() for line in text.splitlines()).strip("\n") + "\n"
+
+
+def check_golden(name: str, text: str) -> None:
+    """Compare ``text`` with ``tests/golden/<name>`` (with ``GRAPHJIT_UPDATE_GOLDEN=1``,
+    write it there instead)."""
+    path = GOLDEN / name
+    if UPDATE_GOLDEN:
+        GOLDEN.mkdir(exist_ok=True)
+        path.write_text(text)
+        return
+    assert path.exists(), f"missing golden file {path}; run with GRAPHJIT_UPDATE_GOLDEN=1"
+    expected = path.read_text()
+    if text != expected:
+        diff = "".join(difflib.unified_diff(expected.splitlines(True), text.splitlines(True),
+                                            f"golden/{name}", "actual"))
+        pytest.fail(f"{name} differs from the golden file (GRAPHJIT_UPDATE_GOLDEN=1 "
+                    f"rewrites it):\n{diff}", pytrace=False)
 
 
 # --------------------------------------------------------------------------------------

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import inspect
 import io
-import logging
 import operator
 import os
 import subprocess
@@ -18,6 +17,7 @@ import pytest
 import torch
 
 import graphjit
+from _shared import capture_graphjit_log
 from graphjit.testing import CompileCounter
 
 THIS_FILE = os.path.abspath(__file__)
@@ -90,20 +90,10 @@ def _quiet(fn, *args, **kwargs):
 
 @pytest.fixture
 def graphjit_log():
-    """Collect what the ``graphjit`` logger emits; logs are switched off afterwards."""
-    buf = io.StringIO()
-    handler = logging.StreamHandler(buf)
-    handler.setFormatter(logging.Formatter("%(message)s"))
-    logger = logging.getLogger("graphjit")
-    logger.addHandler(handler)
-    old_level = logger.level
-    logger.setLevel(logging.INFO)
-    try:
+    """Collect what the ``graphjit`` logger emits; the log artifacts the test turns on are
+    switched back afterwards."""
+    with capture_graphjit_log() as buf:
         yield buf
-    finally:
-        graphjit.set_logs("")
-        logger.removeHandler(handler)
-        logger.setLevel(old_level)
 
 
 # --------------------------------------------------------------------------------------

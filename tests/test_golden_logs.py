@@ -14,7 +14,6 @@ output (then review the diff).
 
 from __future__ import annotations
 
-import difflib
 import logging
 import os
 import pathlib
@@ -24,10 +23,7 @@ import pytest
 import torch
 
 import graphjit
-from graphjit.diagnostics import logs
-
-GOLDEN = pathlib.Path(__file__).parent / "golden"
-UPDATE = os.environ.get("GRAPHJIT_UPDATE_GOLDEN") == "1"
+from _shared import capture_graphjit_log, check_golden, drop_addresses, tidy_lines
 
 SOURCE = '''\
 import torch
@@ -57,26 +53,14 @@ def _load():
 def normalise(text: str) -> str:
     text = text.replace(FILENAME, os.path.basename(FILENAME))
     text = text.replace(str(pathlib.Path(__file__).parent), "<tests>")
-    text = re.sub(r" at 0x[0-9a-fA-F]+", "", text)
+    text = drop_addresses(text)
     text = re.sub(r"__compiled_fn_\d+", "__compiled_fn_<n>", text)
     text = re.sub(r"__resume_at_(\d+)_\d+", r"__resume_at_\1_<n>", text)
-    return "\n".join(line.rstrip() for line in text.splitlines()).strip("\n") + "\n"
+    return tidy_lines(text)
 
 
-def check_golden(name: str, text: str) -> None:
-    path = GOLDEN / name
-    text = normalise(text)
-    if UPDATE:
-        GOLDEN.mkdir(exist_ok=True)
-        path.write_text(text)
-        return
-    assert path.exists(), f"missing golden file {path}; run with GRAPHJIT_UPDATE_GOLDEN=1"
-    expected = path.read_text()
-    if text != expected:
-        diff = "".join(difflib.unified_diff(expected.splitlines(True), text.splitlines(True),
-                                            f"golden/{name}", "actual"))
-        pytest.fail(f"{name} differs from the golden file (GRAPHJIT_UPDATE_GOLDEN=1 "
-                    f"rewrites it):\n{diff}", pytrace=False)
+def check_normalised_golden(name: str, text: str) -> None:
+    check_golden(name, normalise(text))
 
 
 class _Capture(logging.Handler):
@@ -91,19 +75,8 @@ class _Capture(logging.Handler):
 @pytest.fixture
 def captured_logs():
     """Turn on graph_code, bytecode and guards; collect each emitted message."""
-    old = sorted(logs._enabled)
-    logger = logging.getLogger("graphjit")
-    handler = _Capture()
-    logger.addHandler(handler)
-    old_level = logger.level
-    graphjit.set_logs("graph_code,bytecode,guards")
-    logger.setLevel(logging.INFO)
-    try:
+    with capture_graphjit_log("graph_code,bytecode,guards", _Capture()) as handler:
         yield handler.messages
-    finally:
-        logger.removeHandler(handler)
-        graphjit.set_logs(old)
-        logger.setLevel(old_level)
 
 
 def _split(messages: list[str]) -> dict[str, str]:
@@ -131,9 +104,9 @@ def test_golden_f_logs(captured_logs):
     torch.testing.assert_close(cf(a, b), fn(a, b))
     parts = _split(captured_logs)
     assert parts["graph_code"] and parts["bytecode"] and parts["guards"], captured_logs
-    check_golden("f_graph_code.txt", parts["graph_code"])
-    check_golden("f_bytecode.txt", parts["bytecode"])
-    check_golden("f_guards.txt", parts["guards"])
+    check_normalised_golden("f_graph_code.txt", parts["graph_code"])
+    check_normalised_golden("f_bytecode.txt", parts["bytecode"])
+    check_normalised_golden("f_guards.txt", parts["guards"])
 
 
 def test_golden_f_logs_are_emitted_once_per_compile(captured_logs):
@@ -154,7 +127,7 @@ def test_golden_f_guard_source():
     a, b = _args_f()
     cf(a, b)
     entry = cf._entries[0]
-    check_golden("f_guard_source.txt", entry.guard.source)
+    check_normalised_golden("f_guard_source.txt", entry.guard.source)
     # the guard text and the labels in the GUARDS log agree
     assert entry.guard.check(a, b)
     assert not entry.guard.check(a[:2], b)
@@ -171,10 +144,10 @@ def test_golden_g_logs_and_guard_source(captured_logs):
     torch.testing.assert_close(actual[0], expected[0])
     assert actual[1] == expected[1]
     parts = _split(captured_logs)
-    check_golden("g_graph_code.txt", parts["graph_code"])
-    check_golden("g_bytecode.txt", parts["bytecode"])
-    check_golden("g_guards.txt", parts["guards"])
-    check_golden("g_guard_source.txt", cf._entries[0].guard.source)
+    check_normalised_golden("g_graph_code.txt", parts["graph_code"])
+    check_normalised_golden("g_bytecode.txt", parts["bytecode"])
+    check_normalised_golden("g_guards.txt", parts["guards"])
+    check_normalised_golden("g_guard_source.txt", cf._entries[0].guard.source)
 
 
 def test_normalise_is_stable():

@@ -17,13 +17,9 @@ Run ``python tests/test_toy_example_golden.py bytecode`` to print the normalised
 
 from __future__ import annotations
 
-import contextlib
 import difflib
-import io
-import logging
 import operator
 import os
-import pathlib
 import re
 import subprocess
 import sys
@@ -32,10 +28,15 @@ import pytest
 import torch
 
 import graphjit
+from _shared import (
+    GOLDEN,
+    UPDATE_GOLDEN,
+    capture_graphjit_log,
+    check_golden,
+    drop_addresses,
+    tidy_lines,
+)
 from graphjit.testing import CompileCounter, assert_equal
-
-GOLDEN = pathlib.Path(__file__).parent / "golden"
-UPDATE = os.environ.get("GRAPHJIT_UPDATE_GOLDEN") == "1"
 
 SOURCE = '''\
 import torch
@@ -76,51 +77,24 @@ def _renumber(pattern: str, text: str, fmt) -> str:
 
 def normalise(text: str) -> str:
     text = text.replace(FILENAME, "<toy_example.py>")
-    text = re.sub(r" at 0x[0-9a-fA-F]+", "", text)
+    text = drop_addresses(text)
     text = _renumber(r"__compiled_fn_\d+", text, lambda m, i: f"__compiled_fn_{i}")
     text = _renumber(r"__resume_at_(\d+)_\d+", text, lambda m, i: f"__resume_at_{m.group(1)}_{i}")
-    return "\n".join(line.rstrip() for line in text.splitlines()).strip("\n") + "\n"
+    return tidy_lines(text)
 
 
 def capture(artifacts: str) -> tuple[str, CompileCounter]:
     """Compile toy_example, call it with b.sum() < 0 then b.sum() > 0 (twice each) with the
     log ``artifacts`` on; return the normalised log text and the counter."""
     toy_example = load_toy_example()
-    buf = io.StringIO()
-    handler = logging.StreamHandler(buf)
-    handler.setFormatter(logging.Formatter("%(message)s"))
-    logger = logging.getLogger("graphjit")
-    logger.addHandler(handler)
-    old_level = logger.level
-    logger.setLevel(logging.INFO)
     graphjit.reset()
     cnt = CompileCounter()
-    try:
-        graphjit.set_logs(artifacts)
+    with capture_graphjit_log(artifacts) as buf:
         compiled = graphjit.compile(toy_example, backend=cnt)
         a, b_neg, b_pos = inputs()
         for b in (b_neg, b_neg, b_pos, b_pos):
             compiled(a, b)
-    finally:
-        graphjit.set_logs("")
-        logger.removeHandler(handler)
-        logger.setLevel(old_level)
     return normalise(buf.getvalue()), cnt
-
-
-def check_golden(name: str, text: str) -> None:
-    path = GOLDEN / name
-    if UPDATE:
-        GOLDEN.mkdir(exist_ok=True)
-        path.write_text(text)
-        return
-    assert path.exists(), f"missing golden file {path}; run with GRAPHJIT_UPDATE_GOLDEN=1"
-    expected = path.read_text()
-    if text != expected:
-        diff = "".join(difflib.unified_diff(expected.splitlines(True), text.splitlines(True),
-                                            f"golden/{name}", "actual"))
-        pytest.fail(f"{name} differs from the golden file (GRAPHJIT_UPDATE_GOLDEN=1 "
-                    f"rewrites it):\n{diff}", pytrace=False)
 
 
 def _sections(text: str, title: str) -> list[str]:
@@ -226,7 +200,7 @@ def test_bytecode_log_is_stable_across_processes():
         outs.append(proc.stdout)
     assert outs[0] == outs[1], "".join(difflib.unified_diff(
         outs[0].splitlines(True), outs[1].splitlines(True), "run 1", "run 2"))
-    if not UPDATE:
+    if not UPDATE_GOLDEN:
         assert outs[0] == (GOLDEN / "toy_example_bytecode.txt").read_text()
 
 
