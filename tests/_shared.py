@@ -4,11 +4,12 @@ Imported as ``_shared``: pytest puts ``tests/`` on ``sys.path`` (rootdir-relativ
 "prepend" import mode, no ``__init__.py``), and so does running a test file as a script.
 ``conftest.py`` registers this module for pytest's assertion rewriting.
 
-* calling and comparing: :func:`compare_call`, :func:`check_sequence`,
-  :func:`compile_and_check`, :class:`Kw`, :func:`ops`;
+* calling and comparing: :func:`call_or_fail`, :func:`one_graph`, :func:`compare_call`,
+  :func:`check_sequence`, :func:`compile_and_check`, :class:`Kw`, :func:`ops`;
 * values: :func:`seeded_randn`, :class:`Obj`, :class:`Layer`;
 * logs and golden files: :func:`capture_graphjit_log`, :func:`drop_addresses`,
   :func:`tidy_lines`, :func:`check_golden`;
+* tests that two files run on different data: :func:`check_is_compiling_only_inside`;
 * programs with graph breaks, run by both ``test_breaks.py`` (exact graph and break
   counts) and ``test_breaks_vs_dynamo.py`` (graph counts against ``torch.compile``).
   They are module-level functions (no closures).
@@ -31,11 +32,28 @@ import torch
 
 import graphjit
 from graphjit.diagnostics import logs
-from graphjit.testing import CompileCounter, _run, assert_equal
+from graphjit.testing import CompileCounter, _run, assert_equal, check_same
 
 # --------------------------------------------------------------------------------------
 # calling and comparing
 # --------------------------------------------------------------------------------------
+
+def call_or_fail(fn, *args, **kwargs):
+    """Call ``fn``; an exception becomes a plain AssertionError (no compiled frames in the
+    traceback, so pytest can always format the failure)."""
+    try:
+        return fn(*args, **kwargs)
+    except Exception as e:  # noqa: BLE001
+        raise AssertionError(f"compiled call raised {type(e).__name__}: {e}") from None
+
+
+def one_graph(fn, *args, **kwargs):
+    """check_same with fullgraph=True and exactly one graph compiled."""
+    cnt = check_same(fn, *args, fullgraph=True, **kwargs)
+    assert cnt.frame_count == 1, f"expected 1 graph, got {cnt.frame_count}"
+    assert graphjit.stats()["graph_breaks"] == 0
+    return cnt
+
 
 def ops(gm):
     """The targets of a graph's call nodes, in order."""
@@ -210,6 +228,29 @@ def check_golden(name: str, text: str) -> None:
                                             f"golden/{name}", "actual"))
         pytest.fail(f"{name} differs from the golden file (GRAPHJIT_UPDATE_GOLDEN=1 "
                     f"rewrites it):\n{diff}", pytrace=False)
+
+
+# --------------------------------------------------------------------------------------
+# a test that two files run on their own data
+# --------------------------------------------------------------------------------------
+
+def _is_compiling_branch(a):
+    if torch.compiler.is_compiling():
+        return a + 1
+    return a - 1
+
+
+def check_is_compiling_only_inside(a, calls=1):
+    """``torch.compiler.is_compiling()`` is False in eager code and True while compiled
+    (one graph; ``calls`` compiled calls)."""
+    assert not torch.compiler.is_compiling()
+    assert_equal(_is_compiling_branch(a), a - 1)
+    cnt = CompileCounter()
+    compiled = graphjit.compile(_is_compiling_branch, backend=cnt, fullgraph=True)
+    for _ in range(calls):
+        assert_equal(call_or_fail(compiled, a), a + 1)
+    assert cnt.frame_count == 1
+    assert not torch.compiler.is_compiling()
 
 
 # --------------------------------------------------------------------------------------

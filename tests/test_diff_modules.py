@@ -15,7 +15,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import graphjit
-from graphjit.testing import CompileCounter, assert_equal, check_same
+from _shared import call_or_fail, one_graph
+from graphjit.testing import CompileCounter, assert_equal
 
 
 def _r(*shape, seed=0):
@@ -26,22 +27,6 @@ def _r(*shape, seed=0):
 def _model(cls, *args, seed=0, **kwargs):
     torch.manual_seed(seed)
     return cls(*args, **kwargs)
-
-
-def _call(fn, *args, **kwargs):
-    """Call ``fn``; an exception becomes a plain AssertionError (no compiled frames in the
-    traceback, so pytest can always format the failure)."""
-    try:
-        return fn(*args, **kwargs)
-    except Exception as e:  # noqa: BLE001
-        raise AssertionError(f"compiled call raised {type(e).__name__}: {e}") from None
-
-
-def one_graph(model, *args):
-    cnt = check_same(model, *args, fullgraph=True)
-    assert cnt.frame_count == 1, f"expected 1 graph, got {cnt.frame_count}"
-    assert graphjit.stats()["graph_breaks"] == 0
-    return cnt
 
 
 class MLP(nn.Module):
@@ -209,7 +194,7 @@ def test_batchnorm_train_updates_running_stats():
     compiled = graphjit.compile(m, backend=cnt, fullgraph=True)
     for seed in range(3):
         x = _r(8, 3, seed=seed)
-        assert_equal(_call(compiled, x), ref(x))
+        assert_equal(call_or_fail(compiled, x), ref(x))
     assert_equal(m.running_mean, ref.running_mean)
     assert_equal(m.running_var, ref.running_var)
     assert_equal(m.num_batches_tracked, ref.num_batches_tracked)
@@ -226,8 +211,8 @@ def test_forward_kwargs():
     cnt = CompileCounter()
     compiled = graphjit.compile(m, backend=cnt, fullgraph=True)
     x, res = _r(2, 3), _r(2, 3, seed=1)
-    assert_equal(_call(compiled, x, residual=res, scale=0.5), m(x, residual=res, scale=0.5))
-    assert_equal(_call(compiled, x, residual=res, scale=0.5), m(x, residual=res, scale=0.5))
+    assert_equal(call_or_fail(compiled, x, residual=res, scale=0.5), m(x, residual=res, scale=0.5))
+    assert_equal(call_or_fail(compiled, x, residual=res, scale=0.5), m(x, residual=res, scale=0.5))
     assert cnt.frame_count == 1
 
 
@@ -236,7 +221,7 @@ def test_compile_bound_forward_method():
     cnt = CompileCounter()
     compiled = graphjit.compile(m.forward, backend=cnt, fullgraph=True)
     x = _r(2, 4)
-    assert_equal(_call(compiled, x), m(x))
+    assert_equal(call_or_fail(compiled, x), m(x))
     assert cnt.frame_count == 1
 
 
@@ -246,12 +231,12 @@ def test_training_flag_branch():
     compiled = graphjit.compile(m, backend=cnt, fullgraph=True)
     x = _r(3)
     m.train()
-    assert_equal(_call(compiled, x), x * 2)
+    assert_equal(call_or_fail(compiled, x), x * 2)
     m.eval()
-    assert_equal(_call(compiled, x), x * 3)
+    assert_equal(call_or_fail(compiled, x), x * 3)
     compiled.train()  # forwarded to the original module
     assert m.training
-    assert_equal(_call(compiled, x), x * 2)
+    assert_equal(call_or_fail(compiled, x), x * 2)
     assert cnt.frame_count == 2
     assert graphjit.stats()["recompiles"] == 1
 
@@ -272,7 +257,7 @@ def test_parameter_grads_match_eager():
     cnt = CompileCounter()
     compiled = graphjit.compile(m, backend=cnt, fullgraph=True)
     x, target = _r(4, 4), _r(4, 3, seed=1)
-    F.mse_loss(_call(compiled, x), target).backward()
+    F.mse_loss(call_or_fail(compiled, x), target).backward()
     F.mse_loss(ref(x), target).backward()
     for (name, p), p_ref in zip(m.named_parameters(), ref.parameters()):
         assert p.grad is not None, name
@@ -285,11 +270,11 @@ def test_inplace_weight_update_is_seen():
     cnt = CompileCounter()
     compiled = graphjit.compile(m, backend=cnt, fullgraph=True)
     x = _r(2, 4)
-    assert_equal(_call(compiled, x), m(x))
+    assert_equal(call_or_fail(compiled, x), m(x))
     with torch.no_grad():
         for p in m.parameters():
             p.mul_(0.5).add_(0.1)
-    assert_equal(_call(compiled, x), m(x))
+    assert_equal(call_or_fail(compiled, x), m(x))
     assert cnt.frame_count == 1
 
 
@@ -301,7 +286,7 @@ def test_optimizer_steps_between_calls():
     opt_ref = torch.optim.SGD(ref.parameters(), lr=0.1)
     for seed in range(3):
         x = _r(3, 4, seed=seed)
-        loss = _call(compiled, x).pow(2).sum()
+        loss = call_or_fail(compiled, x).pow(2).sum()
         loss_ref = ref(x).pow(2).sum()
         assert_equal(loss, loss_ref)
         opt.zero_grad()
@@ -316,10 +301,10 @@ def test_replaced_submodule_is_used():
     m = _model(MLP)
     compiled = graphjit.compile(m, backend="eager")
     x = _r(2, 4)
-    assert_equal(_call(compiled, x), m(x))
+    assert_equal(call_or_fail(compiled, x), m(x))
     torch.manual_seed(5)
     m.fc2 = nn.Linear(8, 3)
-    assert_equal(_call(compiled, x), m(x))
+    assert_equal(call_or_fail(compiled, x), m(x))
 
 
 def test_two_instances_same_class():
@@ -327,9 +312,9 @@ def test_two_instances_same_class():
     ca = graphjit.compile(a, backend="eager")
     cb = graphjit.compile(b, backend="eager")
     x = _r(2, 4)
-    assert_equal(_call(ca, x), a(x))
-    assert_equal(_call(cb, x), b(x))
-    assert_equal(_call(ca, x), a(x))
+    assert_equal(call_or_fail(ca, x), a(x))
+    assert_equal(call_or_fail(cb, x), b(x))
+    assert_equal(call_or_fail(ca, x), a(x))
 
 
 @pytest.mark.parametrize("make", [

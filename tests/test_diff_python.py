@@ -15,28 +15,13 @@ import torch
 import torch.nn.functional as F
 
 import graphjit
+from _shared import call_or_fail, check_is_compiling_only_inside, one_graph
 from graphjit.testing import check_same
 
 
 def _r(*shape, seed=0):
     g = torch.Generator().manual_seed(seed + 13 * len(shape) + sum(shape))
     return torch.randn(*shape, generator=g)
-
-
-def _call(fn, *args, **kwargs):
-    """Call ``fn``; an exception becomes a plain AssertionError (no compiled frames in the
-    traceback, so pytest can always format the failure)."""
-    try:
-        return fn(*args, **kwargs)
-    except Exception as e:  # noqa: BLE001
-        raise AssertionError(f"compiled call raised {type(e).__name__}: {e}") from None
-
-
-def one_graph(fn, *args, **kwargs):
-    cnt = check_same(fn, *args, fullgraph=True, **kwargs)
-    assert cnt.frame_count == 1, f"expected 1 graph, got {cnt.frame_count}"
-    assert graphjit.stats()["graph_breaks"] == 0
-    return cnt
 
 
 # --------------------------------------------------------------------------------------
@@ -180,7 +165,7 @@ def test_return_input_unchanged_is_same_object():
         return x, y * 2
 
     x, y = _r(3), _r(3, seed=1)
-    out = _call(graphjit.compile(fn, backend="eager", fullgraph=True), x, y)
+    out = call_or_fail(graphjit.compile(fn, backend="eager", fullgraph=True), x, y)
     assert out[0] is x
     torch.testing.assert_close(out[1], y * 2)
 
@@ -192,7 +177,7 @@ def test_return_same_tensor_twice_identity():
 
     cnt = one_graph(fn, _r(3))
     x = _r(3)
-    r = _call(graphjit.compile(fn, backend=cnt), x)
+    r = call_or_fail(graphjit.compile(fn, backend=cnt), x)
     assert r[0] is r[1]
 
 
@@ -200,7 +185,7 @@ def test_return_input_twice_identity():
     def fn(x):
         return x, x * 2, x
 
-    r = _call(graphjit.compile(fn, backend="eager", fullgraph=True), _r(3))
+    r = call_or_fail(graphjit.compile(fn, backend="eager", fullgraph=True), _r(3))
     assert r[0] is r[2]
 
 
@@ -461,7 +446,7 @@ def test_backward_outside_compiled_fn():
     cnt = graphjit.testing.CompileCounter()
     compiled = graphjit.compile(fn, backend=cnt, fullgraph=True)
     fn(*eager_in).backward()
-    out = _call(compiled, *comp_in)
+    out = call_or_fail(compiled, *comp_in)
     assert out.requires_grad
     out.backward()
     assert cnt.frame_count == 1
@@ -481,20 +466,7 @@ def test_requires_grad_output_matches():
 # --------------------------------------------------------------------------------------
 
 def test_is_compiling_true_inside_false_outside():
-    def fn(x):
-        if torch.compiler.is_compiling():
-            return x + 1
-        return x - 1
-
-    x = _r(3)
-    assert not torch.compiler.is_compiling()
-    torch.testing.assert_close(fn(x), x - 1)
-    cnt = graphjit.testing.CompileCounter()
-    compiled = graphjit.compile(fn, backend=cnt, fullgraph=True)
-    torch.testing.assert_close(_call(compiled, x), x + 1)
-    torch.testing.assert_close(_call(compiled, x), x + 1)
-    assert cnt.frame_count == 1
-    assert not torch.compiler.is_compiling()
+    check_is_compiling_only_inside(_r(3), calls=2)
 
 
 # --------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 import graphjit
+from _shared import one_graph
 from graphjit.testing import check_same
 
 
@@ -35,14 +36,6 @@ def _ints(*shape, lo=1, hi=9, seed=0):
 def _bools(*shape, seed=0):
     g = torch.Generator().manual_seed(seed + 100 + sum(shape))
     return torch.rand(*shape, generator=g) > 0.5
-
-
-def one_graph(fn, *args, **kwargs):
-    """check_same with fullgraph=True and exactly one graph compiled."""
-    cnt = check_same(fn, *args, fullgraph=True, **kwargs)
-    assert cnt.frame_count == 1, f"expected 1 graph, got {cnt.frame_count}"
-    assert graphjit.stats()["graph_breaks"] == 0
-    return cnt
 
 
 # --------------------------------------------------------------------------------------

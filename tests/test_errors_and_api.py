@@ -25,6 +25,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensor
 
 import graphjit
+from _shared import check_is_compiling_only_inside
 from graphjit.backends import registry
 from graphjit.runtime.dispatch import CompiledFunction
 from graphjit.testing import CompileCounter, assert_equal, check_same
@@ -505,18 +506,7 @@ def test_set_logs_rejects_unknown_artifact():
 
 
 def test_is_compiling_true_inside_false_outside():
-    def fn(a):
-        if torch.compiler.is_compiling():
-            return a + 1
-        return a - 1
-
-    a = _r(3)
-    assert not torch.compiler.is_compiling()
-    assert_equal(fn(a), a - 1)
-    cnt = CompileCounter()
-    assert_equal(graphjit.compile(fn, backend=cnt, fullgraph=True)(a), a + 1)
-    assert cnt.frame_count == 1
-    assert not torch.compiler.is_compiling()
+    check_is_compiling_only_inside(_r(3))
 
 
 def test_is_compiling_in_inlined_helper():

@@ -14,22 +14,13 @@ import pytest
 import torch
 
 import graphjit
+from _shared import call_or_fail
 from graphjit.testing import CompileCounter, assert_equal
 
 
 def _r(*shape, seed=0, dtype=torch.float32):
     g = torch.Generator().manual_seed(seed + 19 * len(shape) + sum(shape))
     return torch.randn(*shape, generator=g).to(dtype)
-
-
-def _call(fn, *args, **kwargs):
-    """Call ``fn``; an exception becomes a plain AssertionError (keeps compiled frames out
-    of the traceback pytest formats)."""
-    try:
-        return fn(*args, **kwargs)
-    except (graphjit.Unsupported, graphjit.InternalError, RuntimeError, TypeError,
-            AttributeError, ValueError, IndexError, KeyError) as e:
-        raise AssertionError(f"compiled call raised {type(e).__name__}: {e}") from None
 
 
 class Harness:
@@ -42,7 +33,7 @@ class Harness:
 
     def check(self, *args, **kwargs):
         expected = self.fn(*args, **kwargs)
-        actual = _call(self.compiled, *args, **kwargs)
+        actual = call_or_fail(self.compiled, *args, **kwargs)
         assert_equal(actual, expected)
         return actual
 
@@ -333,12 +324,12 @@ def test_aliased_inputs_recompile():
     compiled = graphjit.compile(fn, backend="aot_eager", fullgraph=True)
     a, b = _r(3), _r(3, seed=1)
     ea, eb = a.clone(), b.clone()
-    assert_equal(_call(compiled, a, b), fn(ea, eb))
+    assert_equal(call_or_fail(compiled, a, b), fn(ea, eb))
     assert_equal(a, ea)
     # the same tensor twice: the write to x must be visible through y
     c = _r(3, seed=2)
     ec = c.clone()
-    assert_equal(_call(compiled, c, c), fn(ec, ec))
+    assert_equal(call_or_fail(compiled, c, c), fn(ec, ec))
     assert_equal(c, ec)
     assert _recompiles() == 1
 
@@ -412,7 +403,7 @@ def test_reset_clears_graph_break_stats():
 
     compiled = graphjit.compile(fn, backend="eager")
     x = _r(3)
-    assert_equal(_call(compiled, x), fn(x))
+    assert_equal(call_or_fail(compiled, x), fn(x))
     assert graphjit.stats()["graph_breaks"] >= 1
     assert graphjit.stats()["break_reasons"]
     graphjit.reset()
