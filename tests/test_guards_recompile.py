@@ -338,41 +338,40 @@ def test_aliased_inputs_recompile():
 # Recompile limit
 # --------------------------------------------------------------------------------------
 
-def test_recompile_limit_warns_once_and_runs_eagerly():
-    old = graphjit.config.recompile_limit
-    graphjit.config.recompile_limit = 2
-    try:
-        h = Harness(_mul_add)
-        h.check(_r(1), _r(1, seed=1))
-        h.check(_r(2), _r(2, seed=1))
-        assert h.graphs == 2
-        with pytest.warns(UserWarning, match="recompile limit") as record:
-            h.check(_r(3), _r(3, seed=1))
-        assert len([w for w in record if "recompile limit" in str(w.message)]) == 1
-        with warnings.catch_warnings(record=True) as later:
-            warnings.simplefilter("always")
-            h.check(_r(4), _r(4, seed=1))
-            h.check(_r(5), _r(5, seed=1))
-            h.check(_r(1, seed=3), _r(1, seed=4))  # a cached shape still works
-        assert not [w for w in later if "recompile limit" in str(w.message)]
-        assert h.graphs == 2
-        assert _recompiles() == 1
-    finally:
-        graphjit.config.recompile_limit = old
+def _past_a_recompile_limit_of_one(monkeypatch):
+    """A harness for ``_mul_add`` with ``config.recompile_limit = 1`` (for this test), called
+    with a second shape: that call warns."""
+    monkeypatch.setattr(graphjit.config, "recompile_limit", 1)
+    h = Harness(_mul_add)
+    h.check(_r(2), _r(2, seed=1))
+    with pytest.warns(UserWarning, match="recompile limit"):
+        h.check(_r(3), _r(3, seed=1))
+    return h
 
 
-def test_recompile_limit_one_means_a_single_entry():
-    old = graphjit.config.recompile_limit
-    graphjit.config.recompile_limit = 1
-    try:
-        h = Harness(_mul_add)
-        h.check(_r(2), _r(2, seed=1))
-        with pytest.warns(UserWarning, match="recompile limit"):
-            h.check(_r(3), _r(3, seed=1))
-        assert h.graphs == 1
-        assert _recompiles() == 0
-    finally:
-        graphjit.config.recompile_limit = old
+def test_recompile_limit_warns_once_and_runs_eagerly(monkeypatch):
+    monkeypatch.setattr(graphjit.config, "recompile_limit", 2)
+    h = Harness(_mul_add)
+    h.check(_r(1), _r(1, seed=1))
+    h.check(_r(2), _r(2, seed=1))
+    assert h.graphs == 2
+    with pytest.warns(UserWarning, match="recompile limit") as record:
+        h.check(_r(3), _r(3, seed=1))
+    assert len([w for w in record if "recompile limit" in str(w.message)]) == 1
+    with warnings.catch_warnings(record=True) as later:
+        warnings.simplefilter("always")
+        h.check(_r(4), _r(4, seed=1))
+        h.check(_r(5), _r(5, seed=1))
+        h.check(_r(1, seed=3), _r(1, seed=4))  # a cached shape still works
+    assert not [w for w in later if "recompile limit" in str(w.message)]
+    assert h.graphs == 2
+    assert _recompiles() == 1
+
+
+def test_recompile_limit_one_means_a_single_entry(monkeypatch):
+    h = _past_a_recompile_limit_of_one(monkeypatch)
+    assert h.graphs == 1
+    assert _recompiles() == 0
 
 
 # --------------------------------------------------------------------------------------
@@ -411,16 +410,8 @@ def test_reset_clears_graph_break_stats():
     assert graphjit.stats()["break_reasons"] == []
 
 
-def test_reset_lifts_recompile_limit():
-    old = graphjit.config.recompile_limit
-    graphjit.config.recompile_limit = 1
-    try:
-        h = Harness(_mul_add)
-        h.check(_r(2), _r(2, seed=1))
-        with pytest.warns(UserWarning, match="recompile limit"):
-            h.check(_r(3), _r(3, seed=1))
-        graphjit.reset()
-        h.check(_r(3), _r(3, seed=1))
-        assert h.graphs == 2
-    finally:
-        graphjit.config.recompile_limit = old
+def test_reset_lifts_recompile_limit(monkeypatch):
+    h = _past_a_recompile_limit_of_one(monkeypatch)
+    graphjit.reset()
+    h.check(_r(3), _r(3, seed=1))
+    assert h.graphs == 2
