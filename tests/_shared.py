@@ -11,8 +11,9 @@ Imported as ``_shared``: pytest puts ``tests/`` on ``sys.path`` (rootdir-relativ
   :func:`tidy_lines`, :func:`check_golden`;
 * tests that two files run on different data: :func:`check_is_compiling_only_inside`;
 * programs with graph breaks, run by both ``test_breaks.py`` (exact graph and break
-  counts) and ``test_breaks_vs_dynamo.py`` (graph counts against ``torch.compile``).
-  They are module-level functions (no closures).
+  counts) and ``test_breaks_vs_dynamo.py`` (graph counts against ``torch.compile``), and
+  the seed ``toy_example`` (also ``test_explain.py``).  They are module-level functions
+  (no closures).
 """
 
 from __future__ import annotations
@@ -254,8 +255,16 @@ def check_is_compiling_only_inside(a, calls=1):
 
 
 # --------------------------------------------------------------------------------------
-# programs with graph breaks (test_breaks.py and test_breaks_vs_dynamo.py)
+# programs with graph breaks (test_breaks.py and test_breaks_vs_dynamo.py; toy_example
+# also test_explain.py, which pins the lines its breaks are reported at)
 # --------------------------------------------------------------------------------------
+
+def toy_example(a, b):
+    x = a / (torch.abs(a) + 1)
+    if b.sum() < 0:
+        b = b * -1
+    return x * b
+
 
 def print_two(x):
     a = x + 1
@@ -322,6 +331,21 @@ def item_math(x):
     s = x.sum().item()
     k = math.sqrt(abs(s)) + 1
     return x * k
+
+
+def tolist_sum(x):
+    y = x * 2
+    values = y.tolist()
+    return y + sum(values), len(values), values
+
+
+def no_grad_break(x):
+    with torch.no_grad():
+        y = x * 2
+        print("in no_grad")
+        z = y + 1
+    w = x * 3
+    return z, w, y.requires_grad, z.requires_grad, w.requires_grad
 
 
 @torch.no_grad()

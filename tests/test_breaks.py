@@ -51,6 +51,7 @@ from _shared import (
     item_math,
     method_of_user_object,
     nested_ifs,
+    no_grad_break,
     no_grad_decorated_helper,
     nonzero_break,
     ops,
@@ -59,6 +60,7 @@ from _shared import (
     print_two,
     raise_in_branch,
     seeded_randn,
+    tolist_sum,
     while_tensor_condition,
 )
 from graphjit.runtime.dispatch import all_entries
@@ -616,13 +618,15 @@ def test_if_without_else():
     expect(fn, [(POS,), (NEG,)], graphs=3, breaks=1)
 
 
+def _branch_returns(x):
+    y = x * 2
+    if y.sum() > 0:
+        return y + 1
+    return y - 1
+
+
 def test_if_only_one_branch_taken_compiles_one_resume():
-    def fn(x):
-        y = x * 2
-        if y.sum() > 0:
-            return y + 1
-        return y - 1
-    expect(fn, [(POS,)], graphs=2, breaks=1)
+    expect(_branch_returns, [(POS,)], graphs=2, breaks=1)
 
 
 def test_nested_ifs_all_paths():
@@ -793,11 +797,7 @@ def test_item_twice():
 
 
 def test_tolist():
-    def fn(x):
-        y = x * 2
-        values = y.tolist()
-        return y + sum(values), len(values), values
-    expect(fn, [(X,)], graphs=2, breaks=1)
+    expect(tolist_sum, [(X,)], graphs=2, breaks=1)
 
 
 def test_float_of_tensor():
@@ -824,14 +824,7 @@ XG = _r(4, seed=9).requires_grad_(True)
 
 
 def test_break_inside_no_grad():
-    def fn(x):
-        with torch.no_grad():
-            y = x * 2
-            print("in no_grad")
-            z = y + 1
-        w = x * 3
-        return z, w, y.requires_grad, z.requires_grad, w.requires_grad
-    cnt, _ = expect(fn, [(XG,)], graphs=2, breaks=1)
+    cnt, _ = expect(no_grad_break, [(XG,)], graphs=2, breaks=1)
 
 
 def test_is_grad_enabled_after_no_grad_block_with_break():
@@ -1331,13 +1324,8 @@ def test_resume_functions_recompile_on_new_shape():
 
 
 def test_branch_resume_recompiles_on_new_dtype():
-    def fn(x):
-        y = x * 2
-        if y.sum() > 0:
-            return y + 1
-        return y - 1
     xs = [(POS,), (POS.double(),), (NEG.double(),)]
-    cnt, s = expect(fn, xs, graphs=5, breaks=2)
+    cnt, s = expect(_branch_returns, xs, graphs=5, breaks=2)
 
 
 def test_keyword_only_argument_of_compiled_function():

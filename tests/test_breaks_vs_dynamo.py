@@ -15,31 +15,8 @@ import pytest
 import torch
 import torch._dynamo
 
-from _shared import (
-    Layer,
-    Obj,
-    _scaled,
-    attribute_write,
-    break_in_try,
-    check_sequence,
-    compile_and_check,
-    elif_chain,
-    half_built_call,
-    helper_depth_2,
-    helper_depth_3,
-    item_math,
-    method_of_user_object,
-    nested_ifs,
-    no_grad_decorated_helper,
-    nonzero_break,
-    ops,
-    print_in_for_loop,
-    print_then_ops,
-    print_two,
-    raise_in_branch,
-    seeded_randn,
-    while_tensor_condition,
-)
+import _shared
+from _shared import check_sequence, compile_and_check, ops, seeded_randn
 
 _r = seeded_randn(2000)
 
@@ -51,54 +28,32 @@ XG = _r(4, seed=5).requires_grad_(True)
 
 
 # --------------------------------------------------------------------------------------
-# the programs (those also in test_breaks.py are in _shared.py)
+# the programs (those also run by test_breaks.py or test_explain.py are in _shared.py)
 # --------------------------------------------------------------------------------------
 
-def toy_example(a, b):
-    x = a / (torch.abs(a) + 1)
-    if b.sum() < 0:
-        b = b * -1
-    return x * b
-
-
 def helper_keywords(x):
-    return _scaled(x.relu(), scale=3) - _scaled(x, 4, shift=1.5)
-
-
-def tolist_sum(x):
-    y = x * 2
-    values = y.tolist()
-    return y + sum(values), len(values)
-
-
-def no_grad_break(x):
-    with torch.no_grad():
-        y = x * 2
-        print("in no_grad")
-        z = y + 1
-    w = x * 3
-    return z, w
+    return _shared._scaled(x.relu(), scale=3) - _shared._scaled(x, 4, shift=1.5)
 
 
 PROGRAMS = {
-    "toy_example": (toy_example, [(X, POS), (X, NEG)]),
-    "print_two": (print_two, [(X,)]),
-    "helper_depth_2": (helper_depth_2, [(X,)]),
-    "helper_depth_3": (helper_depth_3, [(X,)]),
+    "toy_example": (_shared.toy_example, [(X, POS), (X, NEG)]),
+    "print_two": (_shared.print_two, [(X,)]),
+    "helper_depth_2": (_shared.helper_depth_2, [(X,)]),
+    "helper_depth_3": (_shared.helper_depth_3, [(X,)]),
     "helper_keywords": (helper_keywords, [(X,)]),
-    "method_of_user_object": (method_of_user_object, [(X, Layer(3.0))]),
-    "nested_ifs": (nested_ifs, [(POS, POS.clone()), (NEG, POS * 4), (NEG, NEG.clone())]),
-    "elif_chain": (elif_chain, [(POS * 10,), (POS * 0.01,), (NEG * 10,)]),
-    "item_math": (item_math, [(X,), (Y,)]),
-    "tolist_sum": (tolist_sum, [(X,)]),
-    "no_grad_break": (no_grad_break, [(XG,)]),
-    "no_grad_decorated_helper": (no_grad_decorated_helper, [(XG,)]),
-    "half_built_call": (half_built_call, [(X, Y)]),
-    "attribute_write": (attribute_write, [(X, Obj(t=None))]),
-    "nonzero_break": (nonzero_break, [(torch.tensor([0.0, 1.0, 0.0, 2.0]),)]),
-    "recompile_new_shapes": (print_then_ops, [(_r(3),), (_r(5),), (_r(2, 2),)]),
-    "while_tensor_condition": (while_tensor_condition, [(X,)]),
-    "raise_in_branch": (raise_in_branch, [(POS,), (NEG - 2,)]),
+    "method_of_user_object": (_shared.method_of_user_object, [(X, _shared.Layer(3.0))]),
+    "nested_ifs": (_shared.nested_ifs, [(POS, POS.clone()), (NEG, POS * 4), (NEG, NEG.clone())]),
+    "elif_chain": (_shared.elif_chain, [(POS * 10,), (POS * 0.01,), (NEG * 10,)]),
+    "item_math": (_shared.item_math, [(X,), (Y,)]),
+    "tolist_sum": (_shared.tolist_sum, [(X,)]),
+    "no_grad_break": (_shared.no_grad_break, [(XG,)]),
+    "no_grad_decorated_helper": (_shared.no_grad_decorated_helper, [(XG,)]),
+    "half_built_call": (_shared.half_built_call, [(X, Y)]),
+    "attribute_write": (_shared.attribute_write, [(X, _shared.Obj(t=None))]),
+    "nonzero_break": (_shared.nonzero_break, [(torch.tensor([0.0, 1.0, 0.0, 2.0]),)]),
+    "recompile_new_shapes": (_shared.print_then_ops, [(_r(3),), (_r(5),), (_r(2, 2),)]),
+    "while_tensor_condition": (_shared.while_tensor_condition, [(X,)]),
+    "raise_in_branch": (_shared.raise_in_branch, [(POS,), (NEG - 2,)]),
 }
 
 #: Programs where torch.compile gives up on the whole frame ("Failed to handle graph break
@@ -107,8 +62,8 @@ PROGRAMS = {
 #: statement that breaks (a step break).  Fewer graphs is not better there, so these are
 #: compared on the ops captured instead of the graph count.
 DYNAMO_SKIPS_FRAME = {
-    "print_in_for_loop": (print_in_for_loop, [(X,)], 1),
-    "break_in_try": (break_in_try, [(X,)], 1),
+    "print_in_for_loop": (_shared.print_in_for_loop, [(X,)], 1),
+    "break_in_try": (_shared.break_in_try, [(X,)], 1),
 }
 
 
