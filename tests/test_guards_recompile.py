@@ -41,6 +41,10 @@ class Harness:
     def graphs(self):
         return self.cnt.frame_count
 
+    def counts(self):
+        """``(graphs compiled, recompiles)`` so far."""
+        return self.graphs, _recompiles()
+
 
 def _recompiles():
     return graphjit.stats()["recompiles"]
@@ -59,8 +63,7 @@ def test_same_call_twice_does_not_recompile():
     x, y = _r(3), _r(3, seed=1)
     h.check(x, y)
     h.check(x, y)
-    assert h.graphs == 1
-    assert _recompiles() == 0
+    assert h.counts() == (1, 0)
     s = graphjit.stats()
     assert s["frames_total"] == 1 and s["frames_ok"] == 1
 
@@ -69,8 +72,7 @@ def test_new_tensors_same_metadata_hit_cache():
     h = Harness(_mul_add)
     for seed in range(4):
         h.check(_r(3, seed=seed), _r(3, seed=seed + 10))
-    assert h.graphs == 1
-    assert _recompiles() == 0
+    assert h.counts() == (1, 0)
 
 
 # --------------------------------------------------------------------------------------
@@ -82,19 +84,16 @@ def test_new_shape_recompiles_once():
     h.check(_r(3), _r(3, seed=1))
     h.check(_r(5), _r(5, seed=1))
     h.check(_r(5, seed=2), _r(5, seed=3))
-    assert h.graphs == 2
-    assert _recompiles() == 1
+    assert h.counts() == (2, 1)
     h.check(_r(3, seed=4), _r(3, seed=5))  # the first entry still serves shape 3
-    assert h.graphs == 2
-    assert _recompiles() == 1
+    assert h.counts() == (2, 1)
 
 
 def test_new_rank_recompiles_once():
     h = Harness(lambda x: x.sum(-1) * x.shape[-1])
     h.check(_r(2, 3))
     h.check(_r(2, 3, 4))
-    assert h.graphs == 2
-    assert _recompiles() == 1
+    assert h.counts() == (2, 1)
 
 
 def test_new_dtype_recompiles_once():
@@ -102,8 +101,7 @@ def test_new_dtype_recompiles_once():
     h.check(_r(3), _r(3, seed=1))
     h.check(_r(3, dtype=torch.float64), _r(3, seed=1, dtype=torch.float64))
     h.check(_r(3, dtype=torch.float64), _r(3, seed=1, dtype=torch.float64))
-    assert h.graphs == 2
-    assert _recompiles() == 1
+    assert h.counts() == (2, 1)
 
 
 def test_requires_grad_change_recompiles_once():
@@ -113,8 +111,7 @@ def test_requires_grad_change_recompiles_once():
     out = h.check(x.clone().requires_grad_(), y)
     assert out.requires_grad
     h.check(x.clone().requires_grad_(), y)
-    assert h.graphs == 2
-    assert _recompiles() == 1
+    assert h.counts() == (2, 1)
 
 
 def test_non_contiguous_input_recompiles():
@@ -124,8 +121,7 @@ def test_non_contiguous_input_recompiles():
     h = Harness(fn)
     h.check(_r(3, 4))
     h.check(_r(4, 3).t())
-    assert h.graphs == 2
-    assert _recompiles() == 1
+    assert h.counts() == (2, 1)
 
 
 @pytest.mark.parametrize("first,second", [(2, 3), (2.0, 0.5), (True, False), ("add", "mul"),
@@ -144,8 +140,7 @@ def test_python_constant_arg_change_recompiles_once(first, second):
     h.check(x, first)
     h.check(x, second)
     h.check(x, second)
-    assert h.graphs == 2
-    assert _recompiles() == 1
+    assert h.counts() == (2, 1)
 
 
 def test_int_vs_float_constant_recompiles():
@@ -156,8 +151,7 @@ def test_int_vs_float_constant_recompiles():
     x = _r(3)
     h.check(x, 2)
     h.check(x, 2.0)  # equal but a different type: the returned constant differs
-    assert h.graphs == 2
-    assert _recompiles() == 1
+    assert h.counts() == (2, 1)
 
 
 def test_kwarg_constant_change_recompiles_once():
@@ -169,8 +163,7 @@ def test_kwarg_constant_change_recompiles_once():
     h.check(x)
     h.check(x, scale=3.0)
     h.check(x, scale=3.0)
-    assert h.graphs == 2
-    assert _recompiles() == 1
+    assert h.counts() == (2, 1)
 
 
 def test_list_length_change_recompiles_once():
@@ -184,8 +177,7 @@ def test_list_length_change_recompiles_once():
     h.check([_r(3), _r(3, seed=1)])
     h.check([_r(3), _r(3, seed=1), _r(3, seed=2)])
     h.check([_r(3), _r(3, seed=1), _r(3, seed=2)])
-    assert h.graphs == 2
-    assert _recompiles() == 1
+    assert h.counts() == (2, 1)
 
 
 def test_none_vs_tensor_arg_recompiles_once():
@@ -196,8 +188,7 @@ def test_none_vs_tensor_arg_recompiles_once():
     h.check(_r(3), None)
     h.check(_r(3), _r(3, seed=1))
     h.check(_r(3), None)
-    assert h.graphs == 2
-    assert _recompiles() == 1
+    assert h.counts() == (2, 1)
 
 
 SCALE = 2.0
@@ -212,34 +203,22 @@ def _calls_global_fn(x):
     return ACTIVATION(x)
 
 
-def test_changed_global_recompiles_once():
-    global SCALE
-    h = Harness(_reads_global)
-    x = _r(3)
-    try:
-        h.check(x)
-        SCALE = 5.0
-        h.check(x)
-        h.check(x)
-    finally:
-        SCALE = 2.0
-    assert h.graphs == 2
-    assert _recompiles() == 1
+def _global_change_recompiles_once(monkeypatch, fn, x, name, value):
+    """``fn`` reads the global ``name``; set to ``value`` (for this test), it recompiles."""
+    h = Harness(fn)
+    h.check(x)
+    monkeypatch.setitem(globals(), name, value)
+    h.check(x)
+    h.check(x)
+    assert h.counts() == (2, 1)
 
 
-def test_changed_global_function_recompiles_once():
-    global ACTIVATION
-    h = Harness(_calls_global_fn)
-    x = _r(5)
-    try:
-        h.check(x)
-        ACTIVATION = torch.sigmoid
-        h.check(x)
-        h.check(x)
-    finally:
-        ACTIVATION = torch.relu
-    assert h.graphs == 2
-    assert _recompiles() == 1
+def test_changed_global_recompiles_once(monkeypatch):
+    _global_change_recompiles_once(monkeypatch, _reads_global, _r(3), "SCALE", 5.0)
+
+
+def test_changed_global_function_recompiles_once(monkeypatch):
+    _global_change_recompiles_once(monkeypatch, _calls_global_fn, _r(5), "ACTIVATION", torch.sigmoid)
 
 
 def test_changed_closure_variable_gives_eager_result():
@@ -253,8 +232,7 @@ def test_changed_closure_variable_gives_eager_result():
     h.check(x)
     factor = 7.0  # noqa: F841  (read through the closure cell)
     h.check(x)
-    assert h.graphs == 2
-    assert _recompiles() == 1
+    assert h.counts() == (2, 1)
 
 
 def test_global_tensor_mutated_in_place_is_seen():
@@ -268,8 +246,7 @@ def test_global_tensor_mutated_in_place_is_seen():
     finally:
         with torch.no_grad():
             GLOBAL_T.sub_(10)
-    assert h.graphs == 1
-    assert _recompiles() == 0
+    assert h.counts() == (1, 0)
 
 
 GLOBAL_T = torch.arange(3.0)
@@ -291,8 +268,7 @@ def test_grad_mode_change_recompiles_once():
         out = h.check(x, w)
         assert not out.requires_grad
         h.check(x, w)
-    assert h.graphs == 2
-    assert _recompiles() == 1
+    assert h.counts() == (2, 1)
     assert h.check(x, w).requires_grad  # back in grad mode: the first entry again
     assert h.graphs == 2
 
@@ -309,8 +285,7 @@ def test_default_dtype_change_recompiles():
         h.check(_r(3, dtype=torch.float64))
     finally:
         torch.set_default_dtype(old)
-    assert h.graphs == 2
-    assert _recompiles() == 1
+    assert h.counts() == (2, 1)
 
 
 def test_aliased_inputs_recompile():
@@ -364,14 +339,12 @@ def test_recompile_limit_warns_once_and_runs_eagerly(monkeypatch):
         h.check(_r(5), _r(5, seed=1))
         h.check(_r(1, seed=3), _r(1, seed=4))  # a cached shape still works
     assert not [w for w in later if "recompile limit" in str(w.message)]
-    assert h.graphs == 2
-    assert _recompiles() == 1
+    assert h.counts() == (2, 1)
 
 
 def test_recompile_limit_one_means_a_single_entry(monkeypatch):
     h = _past_a_recompile_limit_of_one(monkeypatch)
-    assert h.graphs == 1
-    assert _recompiles() == 0
+    assert h.counts() == (1, 0)
 
 
 # --------------------------------------------------------------------------------------
