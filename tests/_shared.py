@@ -7,8 +7,8 @@ Imported as ``_shared``: pytest puts ``tests/`` on ``sys.path`` (rootdir-relativ
 * calling and comparing: :func:`call_or_fail`, :func:`one_graph`, :func:`compare_call`,
   :func:`check_sequence`, :func:`compile_and_check`, :class:`Kw`, :func:`ops`;
 * values: :func:`seeded_randn`, :class:`Obj`, :class:`Layer`;
-* logs and golden files: :func:`capture_graphjit_log`, :func:`drop_addresses`,
-  :func:`tidy_lines`, :func:`check_golden`;
+* logs, reported locations and golden files: :func:`capture_graphjit_log`,
+  :func:`line_of`, :func:`drop_addresses`, :func:`tidy_lines`, :func:`check_golden`;
 * tests that two files run on different data: :func:`check_is_compiling_only_inside`;
 * programs with graph breaks, run by both ``test_breaks.py`` (exact graph and break
   counts) and ``test_breaks_vs_dynamo.py`` (graph counts against ``torch.compile``), and
@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import difflib
+import inspect
 import io
 import logging
 import math
@@ -171,7 +172,7 @@ class Layer:
 
 
 # --------------------------------------------------------------------------------------
-# logs and golden files
+# logs, reported locations and golden files
 # --------------------------------------------------------------------------------------
 
 GOLDEN = pathlib.Path(__file__).parent / "golden"
@@ -202,6 +203,16 @@ def capture_graphjit_log(artifacts: str | None = None, handler: logging.Handler 
         logger.removeHandler(handler)
         graphjit.set_logs(old_artifacts)
         logger.setLevel(old_level)
+
+
+def line_of(fn, text: str, *, whole_line: bool = False) -> int:
+    """The file line number of the first source line of ``fn`` containing ``text`` (with
+    ``whole_line``: whose stripped text is ``text``)."""
+    lines, start = inspect.getsourcelines(fn)
+    for i, line in enumerate(lines):
+        if (line.strip() == text) if whole_line else (text in line):
+            return start + i
+    raise AssertionError(f"{text!r} not in {fn.__name__}")
 
 
 def drop_addresses(text: str) -> str:

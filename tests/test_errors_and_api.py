@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import inspect
 import os
 import subprocess
 import sys
@@ -25,7 +24,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensor
 
 import graphjit
-from _shared import check_is_compiling_only_inside
+from _shared import check_is_compiling_only_inside, line_of
 from graphjit.backends import registry
 from graphjit.runtime.dispatch import CompiledFunction
 from graphjit.testing import CompileCounter, assert_equal, check_same
@@ -33,15 +32,6 @@ from graphjit.testing import CompileCounter, assert_equal, check_same
 
 def _r(*shape, seed=0):
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
-
-
-def _line_of(fn, text: str) -> int:
-    """The file line number of the first source line of ``fn`` containing ``text``."""
-    lines, start = inspect.getsourcelines(fn)
-    for i, line in enumerate(lines):
-        if text in line:
-            return start + i
-    raise AssertionError(f"{text!r} not in {fn.__name__}")
 
 
 @pytest.fixture
@@ -386,7 +376,7 @@ def test_fullgraph_error_names_construct_file_line_and_source():
 
     err = _fullgraph_error(fn, _r(3))
     msg = str(err)
-    line = _line_of(fn, 'print("side effect")')
+    line = line_of(fn, 'print("side effect")')
     assert "print" in err.reason
     assert f'File "{__file__}", line {line}, in fn' in msg
     assert 'print("side effect")  # the break' in msg
@@ -401,7 +391,7 @@ def test_fullgraph_error_data_dependent():
 
     err = _fullgraph_error(fn, _r(3))
     msg = str(err)
-    line = _line_of(fn, "if a.sum() > 0")
+    line = line_of(fn, "if a.sum() > 0")
     assert f'File "{__file__}", line {line}, in fn' in msg
     assert "if a.sum() > 0:  # data-dependent branch" in msg
 
@@ -412,7 +402,7 @@ def test_fullgraph_error_item():
 
     err = _fullgraph_error(fn, _r(3))
     assert "item" in str(err)
-    assert f"line {_line_of(fn, '.item()')}" in str(err)
+    assert f"line {line_of(fn, '.item()')}" in str(err)
 
 
 def _helper_that_breaks(x):
@@ -427,8 +417,8 @@ def test_fullgraph_error_through_inlined_call():
 
     err = _fullgraph_error(fn, _r(3))
     msg = str(err)
-    outer = _line_of(fn, "_helper_that_breaks(a * 2)")
-    inner = _line_of(_helper_that_breaks, 'print("inside helper")')
+    outer = line_of(fn, "_helper_that_breaks(a * 2)")
+    inner = line_of(_helper_that_breaks, 'print("inside helper")')
     assert [(f.name, f.lineno) for f in err.user_stack] == [("fn", outer),
                                                              ("_helper_that_breaks", inner)]
     # innermost last, each with its source line

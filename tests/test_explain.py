@@ -5,7 +5,6 @@ the chain of inlined frames)."""
 from __future__ import annotations
 
 import contextlib
-import inspect
 import io
 import operator
 import os
@@ -18,7 +17,7 @@ import torch
 
 import graphjit
 import _shared
-from _shared import capture_graphjit_log, toy_example
+from _shared import capture_graphjit_log, line_of, toy_example
 from graphjit.testing import CompileCounter
 
 THIS_FILE = os.path.abspath(__file__)
@@ -37,11 +36,7 @@ B_NEG = -B_POS
 
 def _line_of(fn, text):
     """Absolute line number of the first line of ``fn`` whose stripped text is ``text``."""
-    lines, start = inspect.getsourcelines(fn)
-    for i, line in enumerate(lines):
-        if line.strip() == text:
-            return start + i
-    raise AssertionError(f"{text!r} not in {fn.__name__}")
+    return line_of(fn, text, whole_line=True)
 
 
 TOY_IF_LINE = _line_of(toy_example, "if b.sum() < 0:")
