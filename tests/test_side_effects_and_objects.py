@@ -8,23 +8,13 @@ import dataclasses
 import torch
 
 import graphjit
+from _shared import Obj
 from graphjit.testing import CompileCounter, check_same
 
 
 def _x(*shape, seed=0):
     g = torch.Generator().manual_seed(seed)
     return torch.randn(*shape, generator=g)
-
-
-class Box:
-    def __init__(self, **kw):
-        self.__dict__.update(kw)
-
-    def __eq__(self, other):
-        if type(other) is not Box or self.__dict__.keys() != other.__dict__.keys():
-            return False
-        return all(torch.equal(a, b) if isinstance(a, torch.Tensor) else a == b
-                   for a, b in zip(self.__dict__.values(), other.__dict__.values()))
 
 
 class Point:
@@ -48,7 +38,7 @@ def test_attribute_writes_replay_in_one_graph():
         box.count = box.count + 1
         return box.t + box.count  # reads see the pending writes
 
-    cnt = check_same(fn, _x(3), Box(t=None, count=1), fullgraph=True)
+    cnt = check_same(fn, _x(3), Obj(t=None, count=1), fullgraph=True)
     assert cnt.frame_count == 1 and graphjit.stats()["graph_breaks"] == 0
 
 
@@ -57,7 +47,7 @@ def test_swapped_attributes_replay_without_clobbering():
         box.a, box.b = box.b, box.a
         return x + 1
 
-    check_same(fn, _x(3), Box(a=_x(2, seed=1), b=_x(2, seed=2)), fullgraph=True)
+    check_same(fn, _x(3), Obj(a=_x(2, seed=1), b=_x(2, seed=2)), fullgraph=True)
 
 
 def test_attribute_write_before_a_break_lands_before_the_break_runs():
@@ -71,7 +61,7 @@ def test_attribute_write_before_a_break_lands_before_the_break_runs():
         report(box)  # a closure over a list: runs in Python, must see v == 5
         return x * box.v
 
-    box = Box(v=0)
+    box = Obj(v=0)
     out = graphjit.compile(fn, backend="eager")(_x(3), box)
     assert seen == [5] and box.v == 5
     torch.testing.assert_close(out, _x(3) * 5)
