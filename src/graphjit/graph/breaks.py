@@ -179,9 +179,20 @@ class BreakCodegen:
             return True
         return False
 
+    def _begin_resume_call(self, passthrough, target: int):
+        """``PUSH_NULL``, a slot for the resume function (``marker``), the passthrough
+        stack and the locals live at ``target``: the arguments the tail call starts with."""
+        self.cg.push_null()
+        marker = len(self.cg.instructions)
+        names, nulls = self._push_passthrough(passthrough)
+        live = defined_locals(self.tx, live_locals(self.tx.instructions, target))
+        for name in live:
+            reconstruct_local(self.tx, self.cg, name)
+        return marker, names, nulls, live
+
     # -- kinds ----------------------------------------------------------------------------
     def emit_instruction_break(self, bp: BreakPoint) -> None:
-        tx, cg, inst = self.tx, self.cg, bp.inst
+        cg, inst = self.cg, bp.inst
         pops, pushes = _pops_pushes(inst)
         passthrough, consumed = bp.stack[:len(bp.stack) - pops], bp.stack[len(bp.stack) - pops:]
         if inst.opname == "RAISE_VARARGS":
@@ -190,12 +201,7 @@ class BreakCodegen:
             _emit_instruction(cg, inst, None)
             return
         target = bp.index + 1
-        live = defined_locals(tx, live_locals(tx.instructions, target))
-        cg.push_null()
-        marker = len(cg.instructions)
-        names, nulls = self._push_passthrough(passthrough)
-        for name in live:
-            reconstruct_local(tx, cg, name)
+        marker, names, nulls, live = self._begin_resume_call(passthrough, target)
         self._push_consumed(consumed, inst)
         self.side_effects.codegen(cg)  # pending writes land before the instruction runs
         _emit_instruction(cg, inst, getattr(bp, "kw_names", None))
@@ -216,12 +222,7 @@ class BreakCodegen:
         for i, target in enumerate((fall, taken)):
             cg.forget_temps()  # each tail runs alone: rebuild shared objects in each
             first = len(cg.instructions)
-            live = defined_locals(tx, live_locals(tx.instructions, target))
-            cg.push_null()
-            marker = len(cg.instructions)
-            names, nulls = self._push_passthrough(passthrough)
-            for name in live:
-                reconstruct_local(tx, cg, name)
+            marker, names, nulls, live = self._begin_resume_call(passthrough, target)
             params = tuple(names) + tuple(live)
             self._load_resume(marker, target, len(passthrough), nulls, params)
             cg.call(len(params) + self._push_cells())
