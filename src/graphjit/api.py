@@ -9,7 +9,7 @@ import torch
 
 from .backends.registry import list_backends, register_backend
 from .diagnostics import logs
-from .variables.nn_module import _has_hooks
+from .variables.nn_module import has_hooks
 from .runtime import stats as _stats
 from .runtime.dispatch import CompiledFunction, reset_all
 
@@ -32,7 +32,7 @@ class CompiledModule(torch.nn.Module):
 
     def forward(self, *args, **kwargs):
         orig = self._modules["_orig_mod"]
-        if _has_hooks(orig):
+        if has_hooks(orig):
             # hooks wrap forward in Module._call_impl: run the original call so they fire
             if not self.__dict__.get("_hooks_logged"):
                 self.__dict__["_hooks_logged"] = True

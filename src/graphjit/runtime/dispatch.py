@@ -21,7 +21,7 @@ from ..diagnostics import logs
 import torch
 
 from ..exc import InternalError, Unsupported
-from ..variables.nn_module import _has_hooks
+from ..variables.nn_module import has_hooks
 from . import stats
 from .convert_frame import CacheEntry, Hooks, convert_frame
 
@@ -143,7 +143,7 @@ class ModuleCall:
 
     def __call__(self, *args, **kwargs):
         module = self._module_ref()
-        if _has_hooks(module) or "forward" in module.__dict__:
+        if has_hooks(module) or "forward" in module.__dict__:
             return module(*args, **kwargs)
         return self._forward(module, *args, **kwargs)
 

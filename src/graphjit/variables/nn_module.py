@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import torch
 
+from torch.nn.modules import module as _module_globals
+
 from ..exc import unsupported
 from ..guards.guard import GuardKind
 from ..sources import AttrSource, module_attr_source
@@ -23,9 +25,10 @@ def is_leaf_module(module: torch.nn.Module) -> bool:
     return type(module).__module__.startswith("torch.nn.")
 
 
-def _has_hooks(module: torch.nn.Module) -> bool:
-    from torch.nn.modules import module as mod
-
+def has_hooks(module: torch.nn.Module) -> bool:
+    """Would ``Module.__call__`` run anything besides ``forward``?  (On the hot path of
+    compiled module calls: attribute reads only, no imports.)"""
+    mod = _module_globals
     return bool(module._forward_hooks or module._forward_pre_hooks or module._backward_hooks
                 or module._backward_pre_hooks or mod._global_forward_hooks
                 or mod._global_forward_pre_hooks or mod._global_backward_hooks
@@ -95,7 +98,7 @@ class NNModuleVariable(VariableTracker):
 
     def call_function(self, tx, args, kwargs) -> VariableTracker:
         m = self.module
-        if _has_hooks(m):
+        if has_hooks(m):
             raise unsupported("module hooks", f"{type(m).__qualname__} has forward/backward hooks",
                               "Module hooks are not traced yet; the frame runs in Python.")
         if type(m).__call__ is not torch.nn.Module.__call__:
