@@ -8,40 +8,25 @@ from typing import Any, Callable
 import torch
 
 from .backends.registry import list_backends, register_backend
-from .diagnostics import logs
-from .variables.nn_module import has_hooks
 from .runtime import stats as _stats
-from .runtime.dispatch import CompiledFunction, reset_all
+from .runtime.dispatch import CompiledFunction, ObjectCall, call_object, reset_all
 
 
 class CompiledModule(torch.nn.Module):
-    """``graphjit.compile(module)``: an ``nn.Module`` whose ``forward`` is compiled.
+    """``graphjit.compile(module)``: an ``nn.Module`` whose call is compiled.
 
     Like torch.compile's ``OptimizedModule``: the original is ``_orig_mod`` (so state-dict
-    keys gain an ``_orig_mod.`` prefix) and other attributes are forwarded to it."""
+    keys gain an ``_orig_mod.`` prefix) and other attributes are forwarded to it.  What is
+    compiled is the call ``mod(*args)`` itself, so a ``forward`` patched on the instance
+    later, hooks and ``training`` are seen (and guarded) like in any traced call."""
 
     def __init__(self, mod: torch.nn.Module, **options: Any) -> None:
         super().__init__()
         self._orig_mod = mod
-        forward = type(mod).forward if "forward" not in mod.__dict__ else mod.__dict__["forward"]
-        if isinstance(forward, types.MethodType):
-            forward = forward.__func__
-        self.__dict__["_compiled_forward"] = CompiledFunction(forward, **options)
-        self.__dict__["_bound_self"] = "forward" not in mod.__dict__ or isinstance(
-            mod.__dict__["forward"], types.MethodType)
+        self.__dict__["_compiled_call"] = CompiledFunction(call_object, **options)
 
     def forward(self, *args, **kwargs):
-        orig = self._modules["_orig_mod"]
-        if has_hooks(orig):
-            # hooks wrap forward in Module._call_impl: run the original call so they fire
-            if not self.__dict__.get("_hooks_logged"):
-                self.__dict__["_hooks_logged"] = True
-                logs.emit("graph_breaks", f"{type(orig).__qualname__} has module hooks: "
-                          "calling it without compiling (module hooks are not traced yet)")
-            return orig(*args, **kwargs)
-        if self.__dict__["_bound_self"]:
-            return self.__dict__["_compiled_forward"](self._orig_mod, *args, **kwargs)
-        return self.__dict__["_compiled_forward"](*args, **kwargs)
+        return self.__dict__["_compiled_call"](self._modules["_orig_mod"], *args, **kwargs)
 
     def __getattr__(self, name: str):
         if name == "_orig_mod":
@@ -73,7 +58,9 @@ def compile(model: Callable | None = None, *, fullgraph: bool = False, dynamic: 
         return types.MethodType(compiled, model.__self__)
     if isinstance(model, types.FunctionType):
         return CompiledFunction(model, **opts)
-    raise TypeError(f"graphjit.compile: cannot compile {type(model).__name__}")
+    if callable(model):  # an object with __call__: compile the call, as torch.compile does
+        return ObjectCall(model, CompiledFunction(call_object, **opts))
+    raise TypeError(f"graphjit.compile: cannot compile {type(model).__name__}: it is not callable")
 
 
 def reset() -> None:

@@ -5,8 +5,12 @@
   the user's source location, so every break can say what, where and how to fix.
 * :class:`InternalError`: a bug in graphjit.  Never swallowed in tests; with
   ``config.suppress_errors`` the frame falls back to eager and the error is logged.
-* A user exception raised inside traced code is re-raised by running the frame eagerly
-  (the traced program raised, so CPython must raise it in the same way).
+* :class:`ObservedException`: the *user's* program raised while graphjit evaluated it
+  at trace time (``[].pop()``, a missing attribute, ``l.index(99)``).  It unwinds the
+  inlined frames (no handler in them can be modelled yet); ``getattr``/``hasattr`` catch
+  an observed ``AttributeError``; at the root frame the instruction that raised is run in
+  Python after the graph, so the user gets eager's exception, with every side effect before
+  it applied once.  It is not a graph break and is allowed under ``fullgraph=True``.
 """
 
 from __future__ import annotations
@@ -53,6 +57,7 @@ class Unsupported(GraphjitError):
         self.explanation = explanation
         self.hints = tuple(hints)
         self.user_stack: list[UserFrame] = []
+        self.user_error = False  # the program raised here (not a graph break)
         super().__init__(gb_type)
 
     @property
@@ -79,6 +84,22 @@ class Unsupported(GraphjitError):
 
 class InternalError(GraphjitError):
     """A bug in graphjit, with the user location it happened at when known."""
+
+
+class ObservedException(GraphjitError):
+    """The traced program raised ``exc`` (a real exception object, as eager would raise it)."""
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+        super().__init__(f"{type(exc).__name__}: {exc}")
+
+    def is_attribute_error(self) -> bool:
+        return isinstance(self.exc, AttributeError)
+
+
+def observed(exc_type: type, *args) -> ObservedException:
+    """Build (not raise) an :class:`ObservedException` for ``exc_type(*args)``."""
+    return ObservedException(exc_type(*args))
 
 
 class RestartAnalysis(GraphjitError):

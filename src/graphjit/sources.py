@@ -7,26 +7,33 @@ the generated guard function, a human-readable name for logs (``L['x'].w``,
 Guard functions have the user function's signature and the user's globals, so a local is
 read by its own name and a global by its own name; the guard builder passes a
 ``GuardScope`` saying which global names are shadowed (those are read through the
-globals dict instead).
+globals dict instead) and giving names to constant objects (``ConstSource``: classes,
+another module's globals dict) that guards read directly.
+
+Globals of a function inlined from *another* module are not the compiled function's
+globals: they are ``ConstSource(that_module_globals)['name']`` (see
+``GetItemSource``), so guards read the right dictionary.
 """
 
 from __future__ import annotations
 
 import abc
 import dataclasses
-from typing import Any
+from typing import Any, Callable
 
-from .bytecode.instruction import Instruction, create_instruction, create_load_global
+from .bytecode.instruction import Instruction, create_call, create_instruction, create_load_global
 
 
 @dataclasses.dataclass(frozen=True)
 class GuardScope:
     """Names the guard function binds as parameters (globals with these names are
-    shadowed and must be read through ``___G``)."""
+    shadowed and must be read through ``___G``), and ``ref``, which names a constant
+    object for the guard's closure."""
 
     local_names: frozenset[str]
     renamed: tuple[tuple[str, str], ...] = ()  # parameters that are not identifiers
     closure_index: tuple[tuple[str, int], ...] = ()  # free variables read from ___closure
+    ref: Callable[[Any], str] = repr
 
     def name_of(self, local: str) -> str:
         for old, new in self.renamed:
@@ -157,6 +164,74 @@ class GetItemSource(ChainedSource):
             create_instruction("LOAD_CONST", argval=self.index),
             create_instruction("BINARY_SUBSCR", arg=0),
         ]
+
+
+class ConstSource(Source):
+    """An object known at trace time that the guards and the generated code refer to
+    directly (a class, another module's globals dict, the hook dicts of ``torch.nn``).
+    Compared and hashed by the object's identity."""
+
+    __slots__ = ("value", "name")
+
+    def __init__(self, value: Any, name: str) -> None:
+        self.value, self.name = value, name
+
+    def __eq__(self, other) -> bool:
+        return type(other) is ConstSource and other.value is self.value
+
+    def __hash__(self) -> int:
+        return hash(id(self.value))
+
+    def display(self) -> str:
+        return self.name
+
+    def guard_expr(self, scope: GuardScope) -> str:
+        return scope.ref(self.value)
+
+    def reconstruct(self) -> list[Instruction]:
+        return [create_instruction("LOAD_CONST", argval=self.value)]
+
+    @property
+    def is_global(self) -> bool:
+        return True
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class TypeSource(ChainedSource):
+    """``type(base)``."""
+
+    base: Source
+
+    def display(self) -> str:
+        return f"type({self.base.display()})"
+
+    def guard_expr(self, scope: GuardScope) -> str:
+        return f"type({self.base.guard_expr(scope)})"
+
+    def reconstruct(self) -> list[Instruction]:
+        return [create_instruction("PUSH_NULL"), create_instruction("LOAD_CONST", argval=type),
+                *self.base.reconstruct(), *create_call(1)]
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class GenericAttrSource(ChainedSource):
+    """``object.__getattribute__(base, attr)``: CPython's generic lookup, for objects whose
+    class overrides ``__getattribute__`` (guards must not run user code on every call)."""
+
+    base: Source
+    attr: str
+
+    def display(self) -> str:
+        return f"{self.base.display()}.{self.attr}"
+
+    def guard_expr(self, scope: GuardScope) -> str:
+        return f"___object_getattribute({self.base.guard_expr(scope)}, {self.attr!r})"
+
+    def reconstruct(self) -> list[Instruction]:
+        return [create_instruction("PUSH_NULL"),
+                create_instruction("LOAD_CONST", argval=object.__getattribute__),
+                *self.base.reconstruct(), create_instruction("LOAD_CONST", argval=self.attr),
+                *create_call(2)]
 
 
 def module_attr_source(base: Source, attr: str, kind: str) -> Source:

@@ -27,11 +27,20 @@ from typing import Callable
 
 from ..bytecode.instruction import Instruction, create_call, create_instruction, create_jump
 from ..exc import unsupported
+from ..guards.guard import GuardKind
+from ..sources import LocalSource
 from ..tracer.liveness import live_locals
 from ..tracer.translator import CONDITIONAL_JUMPS, GENERIC_BREAKS, BreakPoint
-from ..variables import BoundUserMethodVariable, NullVariable, UserFunctionVariable
-from ..variables.functions import NestedUserFunctionVariable
-from ..variables.nn_module import NNModuleVariable, is_leaf_module
+from ..variables import (
+    LazyVariableTracker,
+    NestedUserFunctionVariable,
+    NNModuleVariable,
+    NullVariable,
+    UserFunctionVariable,
+    UserMethodVariable,
+    is_new,
+)
+from ..variables.nn_module import is_leaf_module
 from .codegen import PyCodegen
 from .resume import cell_names, copy_instructions, resume_code, stack_name
 
@@ -41,7 +50,8 @@ _NOP = dis.opmap["NOP"]
 
 def defined_locals(tx, names) -> list[str]:
     """``names`` that have a value at this point, in ``co_varnames`` order."""
-    have = set(tx.symbolic_locals) | set(getattr(tx, "lazy_locals", {}))
+    have = (set(tx.symbolic_locals) | set(getattr(tx, "lazy_locals", {}))) - (
+        tx.deleted_locals - set(tx.symbolic_locals))
     return [n for n in tx.code.co_varnames if n in names and n in have]
 
 
@@ -58,8 +68,7 @@ def break_values(tx, bp: BreakPoint) -> list:
     names: set[str] = set()
     for index in resume_targets(tx, bp):
         names |= live_locals(tx.instructions, index)
-    cells = [c.contents for c in tx.cells.values() if c.contents is not None]
-    return list(bp.stack) + [tx.symbolic_locals[n] for n in names if n in tx.symbolic_locals] + cells
+    return list(bp.stack) + [tx.symbolic_locals[n] for n in names if n in tx.symbolic_locals]
 
 
 def resume_targets(tx, bp: BreakPoint) -> list[int]:
@@ -103,7 +112,6 @@ class BreakCodegen:
 
     def emit(self, bp: BreakPoint) -> None:
         self.cg.positions = bp.inst.positions  # tracebacks point at the breaking line
-        self.store_modified_cells()
         if bp.kind == "step":
             self.emit_step(bp)
         elif bp.inst.opname in CONDITIONAL_JUMPS:
@@ -128,13 +136,6 @@ class BreakCodegen:
             self.cg.append(create_instruction("LOAD_CLOSURE", argval=name))
         return len(names)
 
-    def store_modified_cells(self) -> None:
-        """Cells written while tracing get their final contents before Python runs on."""
-        for name, cell in self.tx.cells.items():
-            if cell.modified:
-                self.cg.reconstruct(cell.contents)
-                self.cg.append(create_instruction("STORE_DEREF", argval=name))
-
     def _push_passthrough(self, items) -> tuple[list[str], tuple[int, ...]]:
         names, nulls = [], []
         for i, var in enumerate(items):
@@ -156,10 +157,19 @@ class BreakCodegen:
                 continue
             self.cg.reconstruct(var)
 
+    def _bake(self, var) -> None:
+        """The generated code calls the wrapper of this very object: guard its identity."""
+        if var.source is not None:
+            self.tx.output.add_guard(var.source, GuardKind.ID_MATCH, var.as_python_constant())
+
     def _push_wrapped_callable(self, var) -> bool:
         """Call user functions through their own compiled wrapper (no frame hook in pure
         Python), so the callee's prefix before its own break is captured too."""
-        if isinstance(var, UserFunctionVariable) and not isinstance(var, NestedUserFunctionVariable):
+        if isinstance(var, LazyVariableTracker):
+            var = var.realize()
+        if isinstance(var, UserFunctionVariable) and not isinstance(var, NestedUserFunctionVariable) \
+                and not var.trusted:
+            self._bake(var)
             self.cg.load_const_object(self.wrap_callable(var.fn))
             return True
         if isinstance(var, NestedUserFunctionVariable) and not var.code.co_name.startswith("<"):
@@ -170,12 +180,15 @@ class BreakCodegen:
             self.cg.reconstruct(var)
             self.cg.call(1)
             return True
-        if isinstance(var, BoundUserMethodVariable) and type(var.fn_var) is UserFunctionVariable:
-            var.reconstruct(self.cg, fn_override=self.wrap_callable(var.fn_var.fn))
-            return True
-        if isinstance(var, NNModuleVariable) and var.source is not None and not is_leaf_module(var.module):
-            # the module object is guarded by identity: call its compiled forward
-            self.cg.load_const_object(self.wrap_callable(var.module))
+        if isinstance(var, UserMethodVariable):
+            fn_var = var.fn_var.realize()
+            if type(fn_var) is UserFunctionVariable and not fn_var.trusted:
+                self._bake(fn_var)
+                var.reconstruct(self.cg, fn_override=self.wrap_callable(fn_var.fn))
+                return True
+        if isinstance(var, NNModuleVariable) and var.source is not None and not is_leaf_module(var.value):
+            # the module object is guarded by identity: call it through graphjit
+            self.cg.load_const_object(self.wrap_callable(var.value))
             return True
         return False
 
@@ -195,7 +208,7 @@ class BreakCodegen:
         cg, inst = self.cg, bp.inst
         pops, pushes = _pops_pushes(inst)
         passthrough, consumed = bp.stack[:len(bp.stack) - pops], bp.stack[len(bp.stack) - pops:]
-        if inst.opname == "RAISE_VARARGS":
+        if inst.opname == "RAISE_VARARGS":  # it raises: no resume function
             self._push_consumed(consumed, inst)
             self.side_effects.codegen(cg)
             _emit_instruction(cg, inst, None)
@@ -215,12 +228,23 @@ class BreakCodegen:
         tx, cg, inst = self.tx, self.cg, bp.inst
         passthrough, cond = bp.stack[:-1], bp.stack[-1]
         cg.reconstruct(cond)
+        fall, taken = bp.index + 1, tx.indexof[id(inst.target)]
+        # both tails see the same objects, as they were before the replayed stores: build
+        # new objects, and read what a store could change, before the jump
+        for var in passthrough:
+            if not isinstance(var, NullVariable) and self._needs_temp(var):
+                cg.to_temp(var)
+        for target in (fall, taken):
+            for name in defined_locals(tx, live_locals(tx.instructions, target)):
+                var = tx.symbolic_locals.get(name)
+                if var is not None and self._needs_temp(var):
+                    cg.to_temp(var)
         self.side_effects.codegen(cg)
         jump = create_instruction(inst.opname, target=inst)  # target fixed below
         cg.append(jump)
-        fall, taken = bp.index + 1, tx.indexof[id(inst.target)]
+        saved = cg.save_temps()
         for i, target in enumerate((fall, taken)):
-            cg.forget_temps()  # each tail runs alone: rebuild shared objects in each
+            cg.restore_temps(saved)  # each tail runs alone: only temps made before the jump
             first = len(cg.instructions)
             marker, names, nulls, live = self._begin_resume_call(passthrough, target)
             params = tuple(names) + tuple(live)
@@ -230,6 +254,14 @@ class BreakCodegen:
             if i == 1:
                 jump.target = cg.instructions[first]
 
+    def _needs_temp(self, var) -> bool:
+        if is_new(var.realize()) if not isinstance(var, LazyVariableTracker) or var.is_realized() else False:
+            return True
+        source = var.source
+        if source is None or isinstance(source, LocalSource) and source.kind == "fast":
+            return False  # a graph output (already a temporary) or the frame's own local
+        return bool(self.side_effects)
+
     def emit_step(self, bp: BreakPoint) -> None:
         tx, cg = self.tx, self.cg
         if bp.stack:
@@ -238,9 +270,12 @@ class BreakCodegen:
         changed = [n for n in live if n in tx.symbolic_locals]
         for name in changed:
             reconstruct_local(tx, cg, name)
+        self.side_effects.codegen(cg)
         for name in reversed(changed):
             cg.store_fast(name)
-        self.side_effects.codegen(cg)
+        for name in sorted(tx.deleted_locals - set(tx.symbolic_locals)):
+            if name in getattr(tx, "lazy_locals", {}):  # bound when the frame started
+                cg.append(create_instruction("DELETE_FAST", argval=name))
         body = copy_instructions(tx.instructions)
         for inst in body:
             if inst.opname in _NOP_OPS:

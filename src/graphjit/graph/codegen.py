@@ -3,14 +3,30 @@
 Generated callables (the compiled graph, resume functions, helpers) are referenced with
 ``LOAD_CONST``: they live in the new code object's constants, not in the user's module
 globals, so nothing leaks into user namespaces and the load is the cheapest there is.
+
+Objects made while tracing (``is_new``) are built once, into a temporary, so every
+reference sees the same object, on every path out of the graph.  A new user object or
+cell is first *allocated* (``object.__new__(cls)``, ``types.CellType()``) and *filled*
+later by :meth:`PyCodegen.populate_pending` (its ``__dict__``, slot values, contents),
+after every object it may refer to exists: cycles work and identity is kept.
 """
 
 from __future__ import annotations
 
+import types
 from typing import Any
 
 from ..bytecode.instruction import Instruction, create_call, create_instruction
-from ..variables.base import AttributeMutationNew, ValueMutationNew
+from ..exc import unsupported
+from ..variables import (
+    CellVariable,
+    LazyVariableTracker,
+    NestedUserFunctionVariable,
+    UserObjectVariable,
+    is_new,
+)
+from ..variables.cells import EMPTY
+from ..variables.dicts import DELETED
 
 
 class PyCodegen:
@@ -23,8 +39,9 @@ class PyCodegen:
         self.graph_outputs: dict = {}  # fx node -> temp local holding its value
         self.positions = None  # source location given to emitted instructions
         self._temps: dict[int, str] = {}  # id(tracker) -> temp local with its object
-        self.cells: dict = {}  # the traced frame's cells, by name (set by the caller)
         self._keep: list = []
+        self._pending: list = []  # allocated new objects/cells still to fill
+        self._building: set[int] = set()
         self._tmp = 0
 
     def __repr__(self) -> str:
@@ -49,29 +66,105 @@ class PyCodegen:
 
     # -- rebuilding trackers ----------------------------------------------------------------
     def reconstruct(self, var) -> None:
-        """Push ``var``'s value.  Objects made while tracing (lists, dicts) are built once
-        and kept in a temporary, so every reference sees the same object, as in eager."""
-        if not isinstance(var.mutation_type, (ValueMutationNew, AttributeMutationNew)):
-            var.reconstruct(self)
-            return
+        """Push ``var``'s value (new objects: once, then from their temporary; a value read
+        into a temporary before is loaded from it)."""
         name = self._temps.get(id(var))
         if name is not None:
             self.load_fast(name)
             return
-        var.reconstruct(self)
+        if isinstance(var, LazyVariableTracker):
+            var.reconstruct(self)
+            return
+        if not is_new(var):
+            var.reconstruct(self)
+            return
+        self.load_fast(self._materialize(var))
+
+    def to_temp(self, var) -> str:
+        """Reconstruct ``var`` into a temporary (reused for the same tracker); its name."""
+        name = self._temps.get(id(var))
+        if name is None:
+            if is_new(var):
+                name = self._materialize(var)
+            else:
+                self.reconstruct(var)
+                name = self._store_temp(var)
+        return name
+
+    def _store_temp(self, var) -> str:
         name = self.new_var("obj")
-        self.append(create_instruction("COPY", arg=1))
         self.store_fast(name)
         self._temps[id(var)] = name
         self._keep.append(var)
+        return name
 
-    def frame_cells(self, names) -> list:
-        """The frame's cell trackers for ``names`` (``None`` where there is none)."""
-        return [self.cells.get(n) if n is not None else None for n in names]
+    def _materialize(self, var) -> str:
+        if id(var) in self._building:
+            raise unsupported("reference cycle through new containers", repr(var))
+        self._building.add(id(var))
+        try:
+            if isinstance(var, UserObjectVariable):
+                self.push_null()
+                self.load_const(object.__new__)
+                self.load_const(var.cls)
+                self.call(1)
+                self._pending.append(var)
+            elif isinstance(var, CellVariable):
+                self.push_null()
+                self.load_const(types.CellType)
+                self.call(0)
+                self._pending.append(var)
+            else:
+                if isinstance(var, NestedUserFunctionVariable):
+                    for cell in var.closure:
+                        if cell.local_name is None and is_new(cell) and id(cell) not in self._temps:
+                            self._materialize(cell)
+                var.reconstruct(self)
+            return self._store_temp(var)
+        finally:
+            self._building.discard(id(var))
 
-    def forget_temps(self) -> None:
-        """Start a code path on which no temporary has been assigned yet."""
-        self._temps.clear()
+    def populate_pending(self) -> None:
+        """Fill every allocated new object: ``__dict__``, slot values, cell contents."""
+        while self._pending:
+            var = self._pending.pop(0)
+            obj = self._temps[id(var)]
+            if isinstance(var, CellVariable):
+                contents = var.peek()
+                if contents is not None and contents is not EMPTY:
+                    value = self.to_temp(contents)
+                    self.load_fast(value)
+                    self.load_fast(obj)
+                    self.store_attr("cell_contents")
+                continue
+            if var._dict is not None:
+                d = self.to_temp(var._dict)
+                self.push_null()
+                self.load_const(object.__setattr__)
+                self.load_fast(obj)
+                self.load_const("__dict__")
+                self.load_fast(d)
+                self.call(3)
+                self.append_pop_top()
+            for name, value in var.slot_values.items():
+                if value is DELETED:
+                    continue
+                v = self.to_temp(value)
+                self.push_null()
+                self.load_const(object.__setattr__)
+                self.load_fast(obj)
+                self.load_const(name)
+                self.load_fast(v)
+                self.call(3)
+                self.append_pop_top()
+
+    def save_temps(self) -> dict:
+        """The temporaries assigned so far (restore them before a code path on which
+        later ones were never assigned)."""
+        return dict(self._temps)
+
+    def restore_temps(self, saved: dict) -> None:
+        self._temps = dict(saved)
 
     # -- emitters -------------------------------------------------------------------------
     def load_const(self, value: Any) -> None:
@@ -88,11 +181,34 @@ class PyCodegen:
     def store_fast(self, name: str) -> None:
         self.append(create_instruction("STORE_FAST", argval=name))
 
+    def load_closure(self, name: str) -> None:
+        self.append(create_instruction("LOAD_CLOSURE", argval=name))
+
+    def store_attr(self, name: str) -> None:
+        self.append(create_instruction("STORE_ATTR", argval=name))
+
+    def dup_top(self) -> None:
+        self.append(create_instruction("COPY", arg=1))
+
+    def swap(self, n: int) -> None:
+        self.append(create_instruction("SWAP", arg=n))
+
+    def get_iter(self) -> None:
+        self.append(create_instruction("GET_ITER"))
+
     def call(self, nargs: int, kw_names: tuple[str, ...] = ()) -> None:
         self.extend(create_call(nargs, kw_names))
 
+    def append_method_call(self, name: str, nargs: int) -> None:
+        """``TOS.name(*nargs items)`` with the arguments already pushed after the object
+        (only for ``nargs == 0``: the object is on top)."""
+        assert nargs == 0
+        self.append(create_instruction("LOAD_METHOD", argval=name))
+        self.call(0)
+
     def build(self, kind: type, n: int) -> None:
-        op = {tuple: "BUILD_TUPLE", list: "BUILD_LIST", dict: "BUILD_MAP", slice: "BUILD_SLICE"}[kind]
+        op = {tuple: "BUILD_TUPLE", list: "BUILD_LIST", dict: "BUILD_MAP", slice: "BUILD_SLICE",
+              set: "BUILD_SET"}[kind]
         self.append(create_instruction(op, arg=n))
 
     def append_pop_top(self) -> None:

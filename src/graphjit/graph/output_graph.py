@@ -10,11 +10,17 @@ Contract:
   ``torch.nn`` modules called from traced code are ``call_module`` nodes.
 * :meth:`call` records one op: it runs the op on fake tensors (under the traced grad mode)
   to get the result's metadata, then wraps the result in trackers.  An op that needs data
-  values (``nonzero``, ``item``) is a graph break.
+  values (``nonzero``, ``item``) is a graph break.  An op that returns one of its inputs
+  (``x.add_(1)``) returns that input's tracker (``x.add_(1) is x``).  A ``call_module``
+  runs, on fake tensors, a fake copy of the module (no real buffer changes while tracing).
+* :meth:`build_value` is what ``VariableTracker.build`` uses: one tracker per source, one
+  tracker per pre-existing mutable object (an aliasing guard when a second path reaches
+  it), and :meth:`lazy_value` defers building (and guarding) until the value is used.
 """
 
 from __future__ import annotations
 
+import copy
 import operator
 import re
 from typing import Any
@@ -24,16 +30,25 @@ import torch.fx
 from torch._subclasses.fake_tensor import (
     DataDependentOutputException,
     DynamicOutputShapeException,
+    FakeCopyMode,
     FakeTensorMode,
 )
 
-from ..exc import unsupported
+from ..exc import ObservedException, unsupported
 from ..guards.guard import Guard, GuardKind
-from ..sources import LocalSource, Source
-from ..variables.base import VariableTracker
-from ..variables.constant import ConstantVariable, is_constant_value
-from ..variables.sequences import ListVariable, SliceVariable, TupleVariable
-from ..variables.tensor import TensorVariable
+from ..sources import ConstSource, LocalSource, Source
+from ..variables import (
+    ConstantVariable,
+    LazyVariableTracker,
+    ListVariable,
+    SliceVariable,
+    TensorVariable,
+    TupleVariable,
+    VariableTracker,
+)
+from ..variables.base import builder_for
+from ..variables.constant import is_constant_value
+from ..variables.dicts import GlobalsDictVariable
 from .side_effects import SideEffects
 
 _UNSAFE_CHARS = re.compile(r"[^0-9a-zA-Z_]+")
@@ -72,18 +87,61 @@ class OutputGraph:
         self.root = torch.nn.Module()
         self.grad_enabled = torch.is_grad_enabled()
         self.side_effects = SideEffects()
-        self.existing_vars: dict[int, VariableTracker] = {}  # id(object) -> its one tracker
-        self.keepalive: list[Any] = []
+        self.source_cache: dict[Source, VariableTracker] = {}
+        self.lazy_cache: dict[Source, LazyVariableTracker] = {}
+        self.leaf_modules: list[tuple[torch.nn.Module, Source | None]] = []
+        self._fake_modules: dict[int, torch.nn.Module] = {}
 
     def __repr__(self) -> str:
         return (f"OutputGraph({len(self.graph_args)} inputs, "
                 f"{self.count_calls()} ops, {len(self.guards)} guards)")
 
     # -- guards ---------------------------------------------------------------------------
-    def add_guard(self, source: Source, kind: GuardKind, value: Any = None,
+    def add_guard(self, source: Source | None, kind: GuardKind, value: Any = None,
                   other: Source | None = None) -> None:
         guard = Guard(source, kind, value, other)
         self.guards.setdefault(guard.key, guard)
+
+    # -- building trackers ----------------------------------------------------------------
+    def build_value(self, tx, value: Any, source: Source | None) -> VariableTracker:
+        """The tracker of ``value`` (see the module docstring); guards through ``source``."""
+        if source is not None:
+            known = self.source_cache.get(source)
+            if known is not None:
+                return known
+        known = self.side_effects.known_tracker(value)
+        if known is not None:
+            if source is not None and known.source is not None and known.source != source:
+                self.add_guard(source, GuardKind.OBJECT_ALIASING, other=known.source)
+            var = known
+        else:
+            var = builder_for(value)(tx, value, source)
+            if var.mutation_type is not None:
+                self.side_effects.register_existing(value, var)
+        if source is not None:
+            self.source_cache[source] = var
+        return var
+
+    def globals_tracker(self, tx, f_globals: dict) -> GlobalsDictVariable:
+        """The tracker of a module's globals (the compiled function's own, or another
+        module's for functions inlined from it)."""
+        known = self.side_effects.known_tracker(f_globals)
+        if known is None:
+            name = f_globals.get("__name__", "?")
+            known = GlobalsDictVariable(f_globals, own=f_globals is self.f_globals,
+                                        source=ConstSource(f_globals, f"globals of {name}"))
+            self.side_effects.register_existing(f_globals, known)
+        return known
+
+    def lazy_value(self, tx, value: Any, source: Source) -> VariableTracker:
+        """A tracker for ``value`` that builds (and guards) it when first used."""
+        known = self.source_cache.get(source)
+        if known is not None:
+            return known
+        lazy = self.lazy_cache.get(source)
+        if lazy is None:
+            lazy = self.lazy_cache[source] = LazyVariableTracker(tx, value, source)
+        return lazy
 
     # -- inputs ---------------------------------------------------------------------------
     def add_input(self, tensor: torch.Tensor, source: Source) -> TensorVariable:
@@ -91,7 +149,7 @@ class OutputGraph:
         known = self._inputs_by_id.get(id(tensor))
         if known is not None:
             if known.source != source:
-                self.add_guard(source, GuardKind.TENSOR_ALIASING, other=known.source)
+                self.add_guard(source, GuardKind.OBJECT_ALIASING, other=known.source)
             return TensorVariable(known.node, known._example, source=source)
         name = _graph_name(source)
         # placeholders stay first and in the order inputs were read
@@ -146,7 +204,22 @@ class OutputGraph:
         example = self._run_fake(op, target, fake_args, fake_kwargs)
         node = self.graph.create_node(op, target, node_args, node_kwargs)
         node.meta["stack"] = tx.user_stack_summary() if hasattr(tx, "user_stack_summary") else None
+        if isinstance(example, torch.Tensor):
+            for arg in [*args, *kwargs.values()]:  # an op that returns its input (in place)
+                if isinstance(arg, TensorVariable) and arg._example is example:
+                    node.meta["example_value"] = example
+                    return arg
         return self.wrap_result(node, example, op, target)
+
+    def fake_module(self, target: str) -> torch.nn.Module:
+        """A copy of the registered module ``target`` whose parameters and buffers are fake
+        (running a module on fake inputs must not update its real buffers)."""
+        module = self.root.get_submodule(target)
+        fake = self._fake_modules.get(id(module))
+        if fake is None:
+            with FakeCopyMode(self.fake_mode):
+                fake = self._fake_modules[id(module)] = copy.deepcopy(module)
+        return fake
 
     def _run_fake(self, op, target, args, kwargs):
         try:
@@ -156,7 +229,7 @@ class OutputGraph:
                 if op == "call_method":
                     return getattr(args[0], target)(*args[1:], **kwargs)
                 if op == "call_module":
-                    return self.root.get_submodule(target)(*args, **kwargs)
+                    return self.fake_module(target)(*args, **kwargs)
         except (DataDependentOutputException, DynamicOutputShapeException) as e:
             raise unsupported(
                 "data-dependent operator",
@@ -167,12 +240,11 @@ class OutputGraph:
         except torch._subclasses.fake_tensor.UnsupportedFakeTensorException as e:
             raise unsupported("operator not supported on fake tensors",
                               f"{_target_name(op, target)}: {e}") from None
-        except Exception as e:
-            raise unsupported(
-                "operator raised at trace time",
-                f"{_target_name(op, target)} raised {type(e).__name__}: {e}",
-                "Running the frame eagerly so the error is raised exactly as in eager mode.",
-            ) from None
+        except NotImplementedError as e:
+            raise unsupported("operator not supported on fake tensors",
+                              f"{_target_name(op, target)}: {type(e).__name__}: {e}") from None
+        except Exception as e:  # the program's own error (a shape mismatch...): eager raises it
+            raise ObservedException(e.with_traceback(None)) from None
         raise AssertionError(op)
 
     def wrap_result(self, node: torch.fx.Node, example: Any, op: str, target: Any) -> VariableTracker:

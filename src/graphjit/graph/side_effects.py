@@ -1,101 +1,277 @@
-"""SideEffects: mutations of Python objects that existed before tracing, replayed after
-the graph with CPython's semantics.
+"""SideEffects: one tracker per Python object, and an ordered log of the mutations a
+trace made to objects that existed before it; replayed after the graph.
 
-Recorded while tracing:
+Identity map: ``register_existing(value, var)`` records the tracker of a pre-existing
+mutable object (containers, user objects, classes, modules, cells, instance dicts);
+``OutputGraph.build_value`` returns it for every later path to the same object (with an
+aliasing guard), so every read sees the pending writes.
 
-* attribute writes on user objects whose class uses ``object.__setattr__`` and has no
-  data descriptor for the name: CPython stores those in the instance ``__dict__``, so
-  they are replayed as ``obj.__dict__[name] = value`` (descriptor-bypassing, seed 000);
-  reads during tracing see the pending value;
-* mutations of input lists: a list that was only appended to replays ``lst.append(v)``
-  calls (no rebuild, seed 002), any other mutation replays ``lst[:] = [...]``.
+The log, in program order (seeds 000-003):
 
-Replay (:meth:`codegen`) pushes every new value first and stores afterwards, so no store
-can change a value another store reads; the stack the caller built stays untouched.
-Writes that need a descriptor, a custom ``__setattr__`` or a delete are graph breaks.
+======================  ==================================  ==============================
+entry                    made by                              replayed as
+======================  ==================================  ==============================
+``DictStore/Delete``     ``d[k] = v``, ``o.attr = v`` (the    ``d[k] = v`` / ``del d[k]``;
+                         instance dict), ``global x``         ``STORE_GLOBAL`` for globals;
+                                                              ``o.__dict__[k] = v`` bypasses
+                                                              descriptors (seed 000)
+``AttrStore``            a slot / C data descriptor,          ``STORE_ATTR`` (or
+                         ``o.__dict__ = d``, ``C.x = v``      ``object.__setattr__`` when the
+                                                              class overrides __setattr__)
+``CellStore``            ``nonlocal x; x = v``                ``STORE_DEREF`` / ``cell.cell_contents = v``
+``ListOps``              list methods                         ``append``/``clear`` calls
+                                                              (seed 002), else ``l[:] = [...]``
+``SetOps``               ``add``/``discard``/``clear``        the same calls
+======================  ==================================  ==============================
+
+Replay (:meth:`SideEffects.codegen`) first reads every target and value into temporaries
+(so no store can change what another reads), then fills the objects made while tracing
+(``PyCodegen.populate_pending``), then stores in program order.  Runs of stores to one
+key collapse into the first store's position with the last value, which keeps dict order
+(a delete in between keeps both).
 """
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any
+
 from ..bytecode.instruction import create_instruction
 from ..variables.base import VariableTracker
+from ..variables.cells import EMPTY
+from ..variables.dicts import DELETED
+
+_CHANGED_SIZE = "__graphjit_changed__"
+
+
+@dataclasses.dataclass(eq=False)
+class Entry:
+    """One logged mutation: ``kind`` of ``target`` at ``key`` with ``value``."""
+
+    kind: str  # "dict", "attr", "cell", "list", "set"
+    target: VariableTracker
+    key: Any = None
+    value: Any = None  # a tracker, DELETED (dict/attr) or EMPTY (cell)
+
+    def __repr__(self) -> str:
+        return f"Entry({self.kind} {self.target!r}[{self.key!r}] = {self.value!r})"
 
 
 class SideEffects:
-    """Pending attribute writes and list mutations, in program order."""
+    """The identity map and the mutation log of one trace."""
 
     def __init__(self) -> None:
-        self._attrs: dict[tuple[int, str], tuple[VariableTracker, str, VariableTracker]] = {}
-        self._lists: dict[int, tuple[VariableTracker, list]] = {}  # id -> (list tracker, ops)
-        self._plain: set[tuple[int, str]] = set()  # writes replayed by STORE_ATTR
+        self._by_id: dict[int, tuple[Any, VariableTracker]] = {}
+        self.log: list[Entry] = []
+        self._lists: dict[int, Entry] = {}  # one entry per list: its ops, or a rebuild
+        self.pending_class_attrs: dict[type, dict[str, Any]] = {}
 
     def __repr__(self) -> str:
-        return f"SideEffects({len(self._attrs)} attribute writes, {len(self._lists)} lists)"
+        return f"SideEffects({len(self._by_id)} objects, {len(self.log)} mutations)"
 
     def __bool__(self) -> bool:
-        return bool(self._attrs or self._lists)
+        return bool(self.log)
+
+    # -- identity map ---------------------------------------------------------------------
+    def register_existing(self, value: Any, var: VariableTracker) -> None:
+        self._by_id[id(value)] = (value, var)
+
+    def known_tracker(self, value: Any) -> VariableTracker | None:
+        entry = self._by_id.get(id(value))
+        return entry[1] if entry is not None and entry[0] is value else None
+
+    def mutated_targets(self) -> list[VariableTracker]:
+        """Pre-existing trackers this trace mutates (for non-aliasing guards)."""
+        seen: dict[int, VariableTracker] = {}
+        for e in self.log:
+            target = getattr(e.target, "obj", None) if e.kind == "dict" else None
+            seen.setdefault(id(e.target), target or e.target)
+        return list(seen.values())
 
     # -- recording ------------------------------------------------------------------------
-    def store_attr(self, obj: VariableTracker, key: int, name: str, value: VariableTracker,
-                   via_dict: bool = True) -> None:
-        """Record ``obj.name = value``; ``via_dict`` replays it into the instance dict,
-        otherwise as a plain ``STORE_ATTR`` (cells: ``cell.cell_contents = v``)."""
-        self._attrs.pop((key, name), None)  # keep program order of the last write
-        self._attrs[(key, name)] = (obj, name, value)
-        if not via_dict:
-            self._plain.add((key, name))
+    def dict_store(self, d: VariableTracker, key: Any, value: VariableTracker) -> None:
+        self.log.append(Entry("dict", d, key, value))
 
-    def pending_attr(self, key: int, name: str) -> VariableTracker | None:
-        entry = self._attrs.get((key, name))
-        return entry[2] if entry is not None else None
+    def dict_delete(self, d: VariableTracker, key: Any) -> None:
+        self.log.append(Entry("dict", d, key, DELETED))
+
+    def attr_store(self, obj: VariableTracker, name: str, value: Any) -> None:
+        """A write (or, with DELETED, a delete) through a data descriptor or ``__dict__``."""
+        self.log.append(Entry("attr", obj, name, value))
+
+    def class_attr_store(self, cls_var, name: str, value: Any) -> None:
+        self.pending_class_attrs.setdefault(cls_var.cls, {})[name] = value
+        self.log.append(Entry("attr", cls_var, name, value))
+
+    def cell_store(self, cell: VariableTracker, value: Any) -> None:
+        self.log.append(Entry("cell", cell, None, value))
 
     def list_mutation(self, lst: VariableTracker, op: str, item: VariableTracker | None = None) -> None:
-        """Record ``op`` on a pre-existing list: ``"append"``/``"clear"`` replay as calls;
-        anything else rebuilds the whole list at replay."""
-        ops = self._lists.setdefault(id(lst), (lst, []))[1]
+        """``append``/``clear`` replay as calls; any other op rebuilds the list at replay."""
+        entry = self._lists.get(id(lst))
+        if entry is None:
+            entry = self._lists[id(lst)] = Entry("list", lst, None, [])
+            self.log.append(entry)
+        ops = entry.value
         if op in ("append", "clear") and (not ops or ops[-1][0] != "rebuild"):
             ops.append((op, item))
         else:
             ops[:] = [("rebuild", None)]
 
+    def set_mutation(self, s: VariableTracker, op: str, key: Any = None) -> None:
+        self.log.append(Entry("set", s, op, key))
+
     # -- what the code after the graph needs ------------------------------------------------
+    def compacted(self) -> list[Entry]:
+        """The log with runs of stores to one key collapsed (first position, last value)."""
+        out: list[Entry] = []
+        open_runs: dict[tuple, Entry] = {}
+        for e in self.log:
+            if e.kind not in ("dict", "attr", "cell"):
+                out.append(e)
+                continue
+            k = (id(e.target), e.kind, e.key)
+            run = open_runs.get(k)
+            deleting = e.value is DELETED or e.value is EMPTY
+            if run is not None and not deleting and run.value is not DELETED and run.value is not EMPTY:
+                run.value = e.value
+                continue
+            entry = Entry(e.kind, e.target, e.key, e.value)
+            out.append(entry)
+            open_runs[k] = entry
+        return out
+
     def values(self) -> list[VariableTracker]:
-        out = [value for _, _, value in self._attrs.values()]
-        for lst, ops in self._lists.values():
-            if ops and ops[0][0] == "rebuild":
-                out.extend(lst.items)
-            else:
-                out.extend(item for _, item in ops if item is not None)
+        """Trackers the replay reads (graph outputs are collected through them)."""
+        out = []
+        for e in self.log:
+            out.append(e.target)
+            if e.kind == "list":
+                ops = e.value
+                out.extend(e.target.items if ops and ops[0][0] == "rebuild" else
+                           [item for _, item in ops if item is not None])
+            elif isinstance(e.value, VariableTracker):
+                out.append(e.value)
         return out
 
     def codegen(self, cg) -> None:
-        """Emit the replay: values first, then the stores (net stack effect zero)."""
-        writes = list(self._attrs.items())
-        for _, (_, _, value) in writes:
-            cg.reconstruct(value)
-        for key, (obj, name, _) in reversed(writes):
-            cg.extend(obj.source.reconstruct())
-            if key in self._plain:
-                cg.append(create_instruction("STORE_ATTR", argval=name))
-                continue
-            cg.append(create_instruction("LOAD_ATTR", argval="__dict__"))
-            cg.load_const(name)
-            cg.append(create_instruction("STORE_SUBSCR"))
-        for lst, ops in self._lists.values():
-            if ops and ops[0][0] == "rebuild":
-                for item in lst.items:
-                    cg.reconstruct(item)
-                cg.build(list, len(lst.items))
-                cg.extend(lst.source.reconstruct())
-                cg.load_const(None)
-                cg.load_const(None)
-                cg.build(slice, 2)
-                cg.append(create_instruction("STORE_SUBSCR"))
-                continue
-            for op, item in ops:  # pure append / clear: direct calls, no rebuild (seed 002)
-                cg.extend(lst.source.reconstruct())
-                cg.append(create_instruction("LOAD_METHOD", argval=op))
-                if item is not None:
-                    cg.reconstruct(item)
-                cg.call(0 if item is None else 1)
-                cg.append_pop_top()
+        """Emit the replay (net stack effect zero); see the module docstring."""
+        entries = self.compacted()
+        plan = []
+        for e in entries:  # phase 1: every read, into temporaries
+            target = cg.to_temp(e.target) if _needs_target(e) else None
+            if e.kind == "list":
+                ops = e.value
+                if ops and ops[0][0] == "rebuild":
+                    items = [cg.to_temp(item) for item in e.target.items]
+                    plan.append((e, target, ("rebuild", items)))
+                else:
+                    plan.append((e, target, ("ops", [(op, None if item is None else cg.to_temp(item))
+                                                      for op, item in ops])))
+            elif isinstance(e.value, VariableTracker):
+                plan.append((e, target, cg.to_temp(e.value)))
+            else:
+                plan.append((e, target, e.value))
+        cg.populate_pending()
+        for e, target, value in plan:  # phase 2: the stores, in program order
+            _STORES[e.kind](cg, e, target, value)
+
+
+def _needs_target(e: Entry) -> bool:
+    return not (e.kind == "cell" and e.target.local_name is not None) and \
+        not (e.kind == "dict" and e.target.store_by_name())
+
+
+def _store_dict(cg, e: Entry, target, value) -> None:
+    if e.target.store_by_name():  # the compiled function's own globals
+        if value is DELETED:
+            cg.append(create_instruction("DELETE_GLOBAL", argval=e.key))
+        else:
+            cg.load_fast(value)
+            cg.append(create_instruction("STORE_GLOBAL", argval=e.key))
+        return
+    if value is DELETED:
+        cg.load_fast(target)
+        cg.load_const(e.key)
+        cg.append(create_instruction("DELETE_SUBSCR"))
+        return
+    cg.load_fast(value)
+    cg.load_fast(target)
+    cg.load_const(e.key)
+    cg.append(create_instruction("STORE_SUBSCR"))
+
+
+def _store_attr(cg, e: Entry, target, value) -> None:
+    if e.target.replay_through_object_setattr():
+        cg.push_null()
+        cg.load_const(object.__delattr__ if value is DELETED else object.__setattr__)
+        cg.load_fast(target)
+        cg.load_const(e.key)
+        if value is not DELETED:
+            cg.load_fast(value)
+        cg.call(2 if value is DELETED else 3)
+        cg.append_pop_top()
+        return
+    if value is DELETED:
+        cg.load_fast(target)
+        cg.append(create_instruction("DELETE_ATTR", argval=e.key))
+        return
+    cg.load_fast(value)
+    cg.load_fast(target)
+    cg.append(create_instruction("STORE_ATTR", argval=e.key))
+
+
+def _store_cell(cg, e: Entry, target, value) -> None:
+    cell = e.target
+    if cell.local_name is not None:
+        if value is EMPTY:
+            cg.append(create_instruction("DELETE_DEREF", argval=cell.local_name))
+        else:
+            cg.load_fast(value)
+            cg.append(create_instruction("STORE_DEREF", argval=cell.local_name))
+        return
+    if value is EMPTY:
+        cg.load_fast(target)
+        cg.append(create_instruction("DELETE_ATTR", argval="cell_contents"))
+        return
+    cg.load_fast(value)
+    cg.load_fast(target)
+    cg.append(create_instruction("STORE_ATTR", argval="cell_contents"))
+
+
+def _store_list(cg, e: Entry, target, value) -> None:
+    kind, payload = value
+    if kind == "rebuild":
+        for item in payload:
+            cg.load_fast(item)
+        cg.build(list, len(payload))
+        cg.load_fast(target)
+        cg.load_const(None)
+        cg.load_const(None)
+        cg.build(slice, 2)
+        cg.append(create_instruction("STORE_SUBSCR"))
+        return
+    for op, item in payload:  # pure append / clear: direct calls, no rebuild (seed 002)
+        cg.load_fast(target)
+        if item is None:
+            cg.append_method_call(op, 0)
+        else:
+            cg.append(create_instruction("LOAD_METHOD", argval=op))
+            cg.load_fast(item)
+            cg.call(1)
+        cg.append_pop_top()
+
+
+def _store_set(cg, e: Entry, target, value) -> None:
+    cg.load_fast(target)
+    if e.key == "clear":
+        cg.append_method_call("clear", 0)
+    else:
+        cg.append(create_instruction("LOAD_METHOD", argval=e.key))
+        cg.load_const(value)
+        cg.call(1)
+    cg.append_pop_top()
+
+
+_STORES = {"dict": _store_dict, "attr": _store_attr, "cell": _store_cell, "list": _store_list,
+           "set": _store_set}

@@ -4,8 +4,13 @@ The guard function has the user function's signature (and its defaults), so CPyt
 the arguments; locals are read by name, globals by name through the user's globals, free
 variables through the user's closure cells.  Constants the checks compare against live in
 closure cells named ``___cN``.  Checks run cheapest first: identities and types, then
-constants and lengths, then global state, then tensors.  A second function with the same
-signature, ``___why``, returns the label of the first failing check (recompile reasons).
+constants and lengths, then global state, then tensors.
+
+Each check is a :class:`GuardPart`: its label (``local 'k' CONSTANT_MATCH``), the Python
+expression, and, where there is one, the expression of the value it reads and the value
+it expects, so that a recompile message can say "expected 2.0, actual 5.0".  A second
+function with the same signature, ``___failures``, evaluates every part and returns the
+failing ones (the runtime reports the entry with the fewest).
 """
 
 from __future__ import annotations
@@ -19,9 +24,20 @@ from typing import Any, Callable
 import torch
 
 from ..sources import GuardScope
-from .guard import Guard, GuardKind
+from .guard import GlobalQuery, Guard, GuardKind
 
 _SIMPLE_CONSTANTS = (int, str, bool, type(None))
+
+
+@dataclasses.dataclass(frozen=True)
+class GuardPart:
+    """One check: ``expr`` must be true.  ``actual`` is the expression of the value the
+    check reads and ``expected`` its expected value as text (both optional)."""
+
+    label: str
+    expr: str
+    actual: str | None = None
+    expected: str | None = None
 
 
 @dataclasses.dataclass
@@ -29,26 +45,43 @@ class GuardFunction:
     """The compiled check, its source text, and the labelled parts (for logs)."""
 
     check: Callable[..., bool]
-    why: Callable[..., str | None]
+    failures_fn: Callable[..., list]
     source: str
-    parts: list[tuple[str, str]]
+    parts: list[GuardPart]
 
     def __repr__(self) -> str:
         return f"GuardFunction({len(self.parts)} checks)"
 
+    def failures(self, *args, **kwargs) -> list[str]:
+        """Descriptions of the failing checks for these arguments (empty: all pass)."""
+        try:
+            return self.failures_fn(*args, **kwargs)
+        except TypeError as e:  # the arguments do not bind to the signature
+            return [f"arguments do not match the signature ({e})"]
+
+    def why(self, *args, **kwargs) -> str | None:
+        """The first failing check, or ``None``."""
+        failing = self.failures(*args, **kwargs)
+        return failing[0] if failing else None
+
 
 class _Consts:
+    """Constants the checks refer to: each gets a closure cell (``___cN``, or a readable
+    name for the global-state query functions)."""
+
     def __init__(self) -> None:
         self.values: list[Any] = []
+        self.names: list[str] = []
         self._by_id: dict[int, str] = {}
 
-    def ref(self, value: Any) -> str:
-        name = self._by_id.get(id(value))
-        if name is None:
-            name = f"___c{len(self.values)}"
+    def ref(self, value: Any, name: str | None = None) -> str:
+        known = self._by_id.get(id(value))
+        if known is None:
+            known = name or f"___c{len(self.values)}"
             self.values.append(value)
-            self._by_id[id(value)] = name
-        return name
+            self.names.append(known)
+            self._by_id[id(value)] = known
+        return known
 
 
 def safe_names(code: types.CodeType) -> dict[str, str]:
@@ -78,43 +111,93 @@ def signature_text(code: types.CodeType, extra_kwonly: tuple[str, ...] = ()) -> 
     return ", ".join(parts)
 
 
-def _tensor_parts(e: str, t: torch.Tensor, c: _Consts, strides: bool = True,
-                  keys: bool = True) -> list[str]:
-    parts = [f"type({e}) is {c.ref(type(t))}", f"{e}.dtype is {c.ref(t.dtype)}"]
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _tensor_parts(label: str, e: str, t: torch.Tensor, c: _Consts, strides: bool = True,
+                  keys: bool = True) -> list[GuardPart]:
+    parts = [GuardPart(label, f"type({e}) is {c.ref(type(t))}", f"type({e})", type(t).__name__),
+             GuardPart(label, f"{e}.dtype is {c.ref(t.dtype)}", f"{e}.dtype", str(t.dtype))]
     if t.device.type != "cpu":
-        parts.append(f"{e}.device == {c.ref(t.device)}")
-    parts += [f"{e}.requires_grad is {t.requires_grad}", f"{e}.shape == {c.ref(t.shape)}"]
+        parts.append(GuardPart(label, f"{e}.device == {c.ref(t.device)}", f"{e}.device", str(t.device)))
+    parts += [GuardPart(label, f"{e}.requires_grad is {t.requires_grad}", f"{e}.requires_grad",
+                        str(t.requires_grad)),
+              GuardPart(label, f"{e}.shape == {c.ref(t.shape)}", f"{e}.shape", str(t.shape))]
     if strides:
-        parts.append(f"{e}.stride() == {c.ref(t.stride())}")
+        parts.append(GuardPart(label, f"{e}.stride() == {c.ref(t.stride())}", f"{e}.stride()",
+                               str(t.stride())))
     if keys:
-        parts.append(f"___dispatch_keys({e}) == {c.ref(torch._C._dispatch_keys(t))}")
+        keyset = torch._C._dispatch_keys(t)
+        parts.append(GuardPart(label, f"___dispatch_keys({e}) == {c.ref(keyset)}",
+                               f"___dispatch_keys({e})", str(keyset)))
     return parts
 
 
+_HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+
+
 def guard_expressions(guard: Guard, scope: GuardScope, c: _Consts,
-                      relaxed: frozenset[str] = frozenset()) -> list[str]:
+                      relaxed: frozenset[str] = frozenset()) -> list[GuardPart]:
+    k, v, label = guard.kind, guard.value, guard.label()
+    if k is GuardKind.GLOBAL_STATE:
+        call = f"{c.ref(v.fn, '___' + v.name)}({', '.join(repr(a) if type(a) in _SIMPLE_CONSTANTS else c.ref(a) for a in v.args)})"
+        return [_equals(label, call, v.expected, c)]
+    if k is GuardKind.NO_ALIASING:
+        exprs = [s.guard_expr(scope) for s in v]
+        return [GuardPart(label, f"len({{{', '.join(f'id({e})' for e in exprs)}}}) == {len(exprs)}")]
     e = guard.source.guard_expr(scope)
-    v = guard.value
-    k = guard.kind
     if k is GuardKind.ID_MATCH:
-        return [f"{e} is {c.ref(v)}"]
+        return [GuardPart(label, f"{e} is {c.ref(v)}", e, _short(v))]
     if k is GuardKind.TYPE_MATCH:
-        return [f"type({e}) is {c.ref(v)}"]
+        return [GuardPart(label, f"type({e}) is {c.ref(v)}", f"type({e})", v.__qualname__)]
     if k is GuardKind.CONSTANT_MATCH:
-        if v is None or isinstance(v, bool):
-            return [f"{e} is {v!r}"]
-        if type(v) in _SIMPLE_CONSTANTS:
-            return [f"type({e}) is {type(v).__name__}", f"{e} == {v!r}"]
-        return [f"type({e}) is {c.ref(type(v))}", f"{e} == {c.ref(v)}"]
+        return _constant(label, e, v, c)
     if k is GuardKind.LENGTH_CHECK:
-        return [f"type({e}) is {type(v).__name__}", f"len({e}) == {len(v)}"]
+        return [GuardPart(label, f"type({e}) is {type(v).__name__}", f"type({e})", type(v).__name__),
+                GuardPart(label, f"len({e}) == {len(v)}", f"len({e})", str(len(v)))]
     if k is GuardKind.DICT_KEYS:
-        return [f"type({e}) is dict", f"list({e}) == {c.ref(list(v))}"]
+        keys = list(v)
+        return [GuardPart(label, f"type({e}) is dict", f"type({e})", "dict"),
+                GuardPart(label, f"list({e}) == {c.ref(keys)}", f"list({e})", _short(keys))]
+    if k is GuardKind.DICT_CONTAINS:
+        key, present = v
+        ref = repr(key) if type(key) in _SIMPLE_CONSTANTS else c.ref(key)
+        op = "in" if present else "not in"
+        return [GuardPart(label, f"{ref} {op} {e}", f"{ref} in {e}", str(present))]
+    if k is GuardKind.HASATTR:
+        name, present = v
+        test = f"hasattr({e}, {name!r})"
+        return [GuardPart(label, test if present else f"not {test}", test, str(present))]
+    if k is GuardKind.EMPTY:
+        return [GuardPart(label, f"not {e}", f"len({e})", "0")]
+    if k is GuardKind.MODULE_HOOKS:
+        test = " or ".join(f"{e}.{name}" for name in _HOOK_DICTS)
+        return [GuardPart(label, f"not ({test})", f"bool({test})", "False")]
     if k is GuardKind.TENSOR_MATCH:
-        return _tensor_parts(e, v, c, "strides" not in relaxed, "keys" not in relaxed)
-    if k is GuardKind.TENSOR_ALIASING:
-        return [f"{e} is {guard.other.guard_expr(scope)}"]
+        return _tensor_parts(label, e, v, c, "strides" not in relaxed, "keys" not in relaxed)
+    if k is GuardKind.OBJECT_ALIASING:
+        return [GuardPart(label, f"{e} is {guard.other.guard_expr(scope)}")]
     raise AssertionError(k)
+
+
+def _constant(label: str, e: str, v: Any, c: _Consts) -> list[GuardPart]:
+    if v is None or isinstance(v, bool):
+        return [GuardPart(label, f"{e} is {v!r}", e, repr(v))]
+    if type(v) in _SIMPLE_CONSTANTS:
+        return [GuardPart(label, f"type({e}) is {type(v).__name__}", f"type({e})", type(v).__name__),
+                GuardPart(label, f"{e} == {v!r}", e, _short(v))]
+    return [GuardPart(label, f"type({e}) is {c.ref(type(v))}", f"type({e})", type(v).__qualname__),
+            GuardPart(label, f"{e} == {c.ref(v)}", e, _short(v))]
+
+
+def _equals(label: str, expr: str, expected: Any, c: _Consts) -> GuardPart:
+    if isinstance(expected, torch.dtype):
+        return GuardPart(label, f"{expr} is {c.ref(expected)}", expr, str(expected))
+    if expected is None or isinstance(expected, bool):
+        return GuardPart(label, f"{expr} is {expected!r}", expr, repr(expected))
+    return GuardPart(label, f"{expr} == {c.ref(expected)}", expr, _short(expected))
 
 
 def _depth(source) -> int:
@@ -124,52 +207,67 @@ def _depth(source) -> int:
     return depth
 
 
+def _order(g: Guard):
+    src = g.source
+    return (_depth(src) if src is not None else 0, g.kind, len(src.display()) if src is not None else 0)
+
+
 def build_guard_function(guards: list[Guard], code: types.CodeType, fn: types.FunctionType,
-                         global_state: dict[str, Any], no_aliasing: bool = True,
+                         global_state: list[GlobalQuery], no_aliasing: bool = True,
                          closure_arg: bool = False,
-                         relaxed_tensors: dict[int, frozenset[str]] | None = None) -> GuardFunction:
+                         relaxed_tensors: dict[int, frozenset[str]] | None = None,
+                         check_defaults: bool = True) -> GuardFunction:
     """Compile ``guards`` (plus the global-state checks) into a :class:`GuardFunction`.
 
     With ``closure_arg`` the function's free variables are read from a keyword-only
     ``___closure`` argument (the closure of the function object being called) instead of
     the closure of ``fn``: one guard then serves every function made from ``code``.
     ``relaxed_tensors`` maps ``id(tensor)`` to TENSOR_MATCH parts (``"strides"``,
-    ``"keys"``) the compiled artifact does not depend on."""
+    ``"keys"``) the compiled artifact does not depend on.  With ``check_defaults`` the
+    guard also checks that ``fn.__defaults__``/``__kwdefaults__`` are still the ones the
+    guard's own signature was built with (the user may reassign them)."""
     relaxed_tensors = relaxed_tensors or {}
     closure_index = tuple((n, i) for i, n in enumerate(code.co_freevars)) if closure_arg else ()
-    scope = GuardScope(frozenset(code.co_varnames + code.co_freevars),
-                       tuple(safe_names(code).items()), closure_index)
     c = _Consts()
+    scope = GuardScope(frozenset(code.co_varnames + code.co_freevars),
+                       tuple(safe_names(code).items()), closure_index, c.ref)
     # containers are checked before their items (a key guard before an item's guard)
-    ordered = sorted(guards, key=lambda g: (_depth(g.source), g.kind, len(g.source.display())))
-    parts: list[tuple[str, str]] = []
+    ordered = sorted(guards, key=_order)
+    parts: list[GuardPart] = []
+    if check_defaults:
+        d, kwd = fn.__defaults__, fn.__kwdefaults__
+        d_expr = "___self_fn.__defaults__ is " + ("None" if d is None else c.ref(d))
+        kw_expr = "___self_fn.__kwdefaults__ " + ("is None" if kwd is None else f"== {c.ref(dict(kwd))}")
+        parts.append(GuardPart("function DEFAULTS", f"{d_expr} and {kw_expr}",
+                               "(___self_fn.__defaults__, ___self_fn.__kwdefaults__)", _short((d, kwd))))
+    late = (GuardKind.TENSOR_MATCH, GuardKind.OBJECT_ALIASING, GuardKind.NO_ALIASING)
     for g in ordered:
-        if g.kind is GuardKind.TENSOR_MATCH:
-            continue
-        parts += [(g.label(), expr) for expr in guard_expressions(g, scope, c)]
-    parts.append(("global GRAD_MODE", f"___grad_enabled() is {global_state['grad_enabled']}"))
-    parts.append(("global DEFAULT_DTYPE",
-                  f"___default_dtype() is {c.ref(global_state['default_dtype'])}"))
+        if g.kind not in late:
+            parts += guard_expressions(g, scope, c)
+    for q in global_state:
+        parts.append(_equals(f"global {q.name}", f"{c.ref(q.fn, '___' + q.name.lower())}()", q.expected, c))
     tensors = [g for g in ordered if g.kind is GuardKind.TENSOR_MATCH]
     for g in tensors:
         relaxed = relaxed_tensors.get(id(g.value), frozenset())
-        parts += [(g.label(), expr) for expr in guard_expressions(g, scope, c, relaxed)]
+        parts += guard_expressions(g, scope, c, relaxed)
+    for g in ordered:
+        if g.kind in (GuardKind.OBJECT_ALIASING, GuardKind.NO_ALIASING):
+            parts += guard_expressions(g, scope, c)
     if no_aliasing and len(tensors) >= 2:
         exprs = [g.source.guard_expr(scope) for g in tensors]
         if len(exprs) <= 4:
             checks = [f"{a} is not {b}" for i, a in enumerate(exprs) for b in exprs[i + 1:]]
         else:
             checks = [f"len({{{', '.join(f'id({e})' for e in exprs)}}}) == {len(exprs)}"]
-        parts += [("global NO_TENSOR_ALIASING", expr) for expr in checks]
+        parts += [GuardPart("global NO_TENSOR_ALIASING", expr) for expr in checks]
 
     sig = signature_text(code, ("___closure",) if closure_arg else ())
-    helpers = {"___grad_enabled": torch.is_grad_enabled,
-               "___default_dtype": torch.get_default_dtype,
-               "___dispatch_keys": torch._C._dispatch_keys,
-               "___G": fn.__globals__}
-    cell_names = [f"___c{i}" for i in range(len(c.values))] + list(helpers)
+    helpers = {"___dispatch_keys": torch._C._dispatch_keys,
+               "___object_getattribute": object.__getattribute__,
+               "___G": fn.__globals__, "___self_fn": fn}
+    cell_names = list(c.names) + list(helpers)
     free = [] if closure_arg else list(code.co_freevars)
-    body = " and\n                ".join(f"({expr})" for _, expr in parts) or "True"
+    body = " and\n                ".join(f"({p.expr})" for p in parts) or "True"
     guard_src = (
         f"    def ___guard({sig}):\n"
         f"        try:\n"
@@ -177,33 +275,46 @@ def build_guard_function(guards: list[Guard], code: types.CodeType, fn: types.Fu
         f"        except Exception:  # a value of another shape: not this entry\n"
         f"            return False\n"
     )
-    # ___why evaluates the same checks one by one and names the first that fails
+    # ___failures evaluates the same checks one by one and describes each that fails
+    rows = "".join(
+        f"                ({p.label + ': ' + p.expr!r}, lambda: {p.expr}, "
+        f"{'None' if p.actual is None else 'lambda: ' + p.actual}, {p.expected!r}),\n"
+        for p in parts)
     why_src = (
-        f"    def ___why({sig}):\n"
-        "        for ___label, ___check in (\n"
-        + "".join(f"                ({label + ': ' + expr!r}, lambda: {expr}),\n" for label, expr in parts)
-        + "        ):\n"
+        f"    def ___failures({sig}):\n"
+        "        ___out = []\n"
+        "        for ___label, ___check, ___actual, ___expected in (\n"
+        f"{rows}"
+        "        ):\n"
         "            try:\n"
-        "                if not ___check():\n"
-        "                    return ___label\n"
+        "                if ___check():\n"
+        "                    continue\n"
+        "                ___text = ___label\n"
+        "                if ___actual is not None:\n"
+        "                    try:\n"
+        "                        ___got = repr(___actual())\n"
+        "                    except Exception as e:\n"
+        "                        ___got = f'<raised {type(e).__name__}>'\n"
+        "                    ___text += f' (expected {___expected}, actual {___got[:80]})'\n"
         "            except Exception as e:\n"
-        f"                return f'{{___label}} (raised {{e!r}})'\n"
-        "        return None\n"
+        "                ___text = f'{___label} (raised {type(e).__name__}: {e})'\n"
+        "            ___out.append(___text)\n"
+        "        return ___out\n"
     )
     src = (f"def ___make({', '.join(cell_names + free)}):\n{guard_src}{why_src}"
-           f"    return ___guard, ___why\n")
+           f"    return ___guard, ___failures\n")
     ns: dict[str, Any] = {}
     exec(compile(src, f"<graphjit guard {code.co_name}>", "exec"), ns)
     cells = dict(zip(cell_names, [*c.values, *helpers.values()], strict=True))
     real_cells = {} if closure_arg else dict(zip(code.co_freevars, fn.__closure__ or (), strict=True))
     made = ns["___make"](*[cells[n] for n in cell_names], *[None for _ in free])
-    check, why = (_rebind(f, fn, cells, real_cells) for f in made)
-    return GuardFunction(check, why, textwrap.dedent(guard_src), parts)
+    check, failures = (_rebind(f, fn, cells, real_cells) for f in made)
+    return GuardFunction(check, failures, textwrap.dedent(guard_src), parts)
 
 
 def _rebind(made: types.FunctionType, fn: types.FunctionType, cells: dict, real: dict):
     closure = tuple(real[n] if n in real else types.CellType(cells[n]) for n in made.__code__.co_freevars)
     out = types.FunctionType(made.__code__, fn.__globals__, made.__name__, fn.__defaults__, closure)
     out.__kwdefaults__ = fn.__kwdefaults__
+    out.__qualname__ = fn.__qualname__  # a TypeError from binding names the user's function
     return out
-

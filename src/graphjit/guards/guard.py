@@ -1,14 +1,20 @@
 """Guard records: what must stay true for a cache entry to be reused.
 
 A :class:`Guard` is data (source, kind, expected value); :mod:`graphjit.guards.codegen`
-turns the set of an entry's guards into one Python function.
+turns the set of an entry's guards into one Python function.  Global torch state that
+changes results (grad mode, inference mode, autocast, default dtype) is checked on every
+call (:data:`GLOBAL_STATE`); other global queries that a trace folded (``torch.autograd.
+_profiler_enabled()``, deterministic algorithms) add a ``GLOBAL_STATE`` guard of their own.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
-from typing import Any
+import types
+from typing import Any, Callable
+
+import torch
 
 from ..sources import Source
 
@@ -21,15 +27,56 @@ class GuardKind(enum.IntEnum):
     CONSTANT_MATCH = 2    # type(value) is T and value == c
     LENGTH_CHECK = 3      # type(value) is T and len(value) == n
     DICT_KEYS = 4         # type(value) is dict and its keys, in order, are these
-    TENSOR_MATCH = 5      # exact type, dtype, device, requires_grad, sizes, strides, keys
-    TENSOR_ALIASING = 6   # two sources are the same tensor object
-    NO_ALIASING = 7       # distinct tensor inputs are distinct objects
+    DICT_CONTAINS = 5     # value is (key, present): ``key in d`` is ``present``
+    HASATTR = 6           # value is (name, present): ``hasattr(obj, name)`` is ``present``
+    EMPTY = 7             # ``not value`` (hook dicts)
+    MODULE_HOOKS = 8      # an nn.Module has no forward/backward (pre-)hooks
+    GLOBAL_STATE = 9      # value is a GlobalQuery: ``fn(*args) == expected``
+    OBJECT_ALIASING = 10  # two sources are the same object
+    TENSOR_MATCH = 11     # exact type, dtype, device, requires_grad, sizes, strides, keys
+    NO_ALIASING = 12      # the sources in ``value`` are distinct objects
+
+
+@dataclasses.dataclass(frozen=True)
+class GlobalQuery:
+    """A call that reads global state: ``fn(*args)`` gave ``expected`` at trace time."""
+
+    name: str
+    fn: Callable
+    args: tuple = ()
+    expected: Any = None
+
+    def current(self) -> Any:
+        return self.fn(*self.args)
+
+
+def _autocast_cpu_dtype():
+    return torch.get_autocast_dtype("cpu")
+
+
+#: Global state checked on every call of every entry: it changes what ops compute.
+GLOBAL_STATE: tuple[tuple[str, Callable], ...] = (
+    ("GRAD_MODE", torch.is_grad_enabled),
+    ("DEFAULT_DTYPE", torch.get_default_dtype),
+    ("INFERENCE_MODE", torch.is_inference_mode_enabled),
+    ("AUTOCAST", torch._C._is_any_autocast_enabled),
+)
+#: Checked only while autocast is on (its dtype matters then).
+AUTOCAST_DETAIL: tuple[tuple[str, Callable], ...] = (
+    ("AUTOCAST_CPU_DTYPE", _autocast_cpu_dtype),
+)
+
+
+def snapshot_global_state() -> list[GlobalQuery]:
+    """The global state at trace start, as queries the guard function repeats."""
+    out = [GlobalQuery(name, fn, (), fn()) for name, fn in GLOBAL_STATE]
+    if out[3].expected:
+        out += [GlobalQuery(name, fn, (), fn()) for name, fn in AUTOCAST_DETAIL]
+    return out
 
 
 #: how ID_MATCH prints for kinds of value (Dynamo's names, as seed 004 shows them)
 def id_match_name(value: Any) -> str:
-    import types
-
     if isinstance(value, (types.ModuleType, types.FunctionType, types.BuiltinFunctionType)):
         return "FUNCTION_MATCH"
     if isinstance(value, type):
@@ -39,19 +86,30 @@ def id_match_name(value: Any) -> str:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Guard:
-    """``source`` must satisfy ``kind`` against ``value`` (the trace-time object)."""
+    """``source`` must satisfy ``kind`` against ``value`` (the trace-time object).
+    ``source`` is ``None`` only for GLOBAL_STATE and NO_ALIASING guards."""
 
-    source: Source
+    source: Source | None
     kind: GuardKind
     value: Any = None
-    other: Source | None = None  # TENSOR_ALIASING: the aliased source
+    other: Source | None = None  # OBJECT_ALIASING: the aliased source
 
     @property
     def key(self) -> tuple:
+        if self.kind in (GuardKind.DICT_CONTAINS, GuardKind.HASATTR):
+            return (self.source, self.kind, self.value)
+        if self.kind is GuardKind.GLOBAL_STATE:
+            return (None, self.kind, self.value.name, self.value.args)
+        if self.kind is GuardKind.NO_ALIASING:
+            return (None, self.kind, tuple(self.value))
         return (self.source, self.kind, self.other)
 
     def label(self) -> str:
         """The seed-004 style line: ``local 'a' TENSOR_MATCH``."""
+        if self.kind is GuardKind.GLOBAL_STATE:
+            return f"global {self.value.name}"
+        if self.kind is GuardKind.NO_ALIASING:
+            return f"global NO_ALIASING {', '.join(s.display() for s in self.value)}"
         root = self.source.root()
         where = "global" if self.source.is_global else "local"
         name = self.source.display() if root is not self.source else getattr(

@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 import torch
 
+from .. import config
 from ..backends.registry import eager as eager_backend
 from ..bytecode import assemble, format_code
 from ..diagnostics import logs
@@ -34,7 +35,8 @@ from ..graph.compile import (
 )
 from ..graph.output_graph import OutputGraph
 from ..guards.codegen import GuardFunction, build_guard_function
-from ..guards.guard import GuardKind
+from ..guards.guard import GuardKind, snapshot_global_state
+from ..sources import module_attr_source
 from ..tracer.translator import InstructionTranslator, Speculation
 from . import stats
 
@@ -84,15 +86,15 @@ def convert_frame(fn: types.FunctionType, args: tuple, kwargs: dict, hooks: Hook
     closure as a ``___closure`` keyword argument)."""
     f_locals = bind_frame_locals(fn, args, kwargs)
     speculation: dict[int, Speculation] = {}
+    f_args = (args, kwargs)
     for _ in range(MAX_RESTARTS):
         output = OutputGraph(fn.__globals__)
-        global_state = {"grad_enabled": torch.is_grad_enabled(),
-                        "default_dtype": torch.get_default_dtype()}
+        global_state = snapshot_global_state()
         tx = InstructionTranslator(fn.__code__, fn.__globals__, output, f_locals, fn.__closure__,
                                    speculation, hooks.fullgraph)
         try:
             tx.run()
-            return build_entry(fn, tx, output, global_state, hooks, closure_arg)
+            return build_entry(fn, tx, output, global_state, hooks, closure_arg, f_args)
         except RestartAnalysis:
             continue
         except Unsupported as e:
@@ -106,7 +108,7 @@ def convert_frame(fn: types.FunctionType, args: tuple, kwargs: dict, hooks: Hook
 
 
 def build_entry(fn, tx: InstructionTranslator, output: OutputGraph, global_state, hooks: Hooks,
-                closure_arg: bool = False):
+                closure_arg: bool = False, f_args=((), {})):
     """Compile the graph and generate the transformed function for a finished trace."""
     code = fn.__code__
     bp = tx.break_point
@@ -119,10 +121,10 @@ def build_entry(fn, tx: InstructionTranslator, output: OutputGraph, global_state
     if bp is not None and bp.kind == "step" and output.count_calls() == 0:
         _record_break(fn, bp)
         return None  # nothing before the break: the frame runs eagerly
+    initial_grad = global_state[0].expected
     final_grad = output.grad_enabled
-    if final_grad != global_state["grad_enabled"]:  # graphs leave global state as they found it
-        output.graph.create_node("call_function", torch._C._set_grad_enabled,
-                                 (global_state["grad_enabled"],))
+    if final_grad != initial_grad:  # graphs leave global state as they found it
+        output.graph.create_node("call_function", torch._C._set_grad_enabled, (initial_grad,))
     cg = PyCodegen(code)
     cg.cells = tx.cells
     cg.extend(prefix_instructions(tx.instructions))
@@ -132,7 +134,7 @@ def build_entry(fn, tx: InstructionTranslator, output: OutputGraph, global_state
         compiled = finish_graph(output, out_nodes)
         codegen_call_graph(cg, compiled, out_nodes)
         graphs.append(compiled)
-    if final_grad != global_state["grad_enabled"]:
+    if final_grad != initial_grad:
         cg.push_null()
         cg.load_const_object(torch._C._set_grad_enabled)
         cg.load_const(final_grad)
@@ -152,13 +154,60 @@ def build_entry(fn, tx: InstructionTranslator, output: OutputGraph, global_state
     new_fn = types.FunctionType(new_code, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
     new_fn.__kwdefaults__ = fn.__kwdefaults__
     new_fn.__qualname__ = fn.__qualname__
+    eager = hooks.compiler_fn is eager_backend
+    if not eager:
+        add_leaf_module_guards(output)
+    add_no_aliasing_guards(output)
     guard = build_guard_function(needed_guards(output), code, fn, global_state,
-                                 no_aliasing=hooks.compiler_fn is not eager_backend,
-                                 closure_arg=closure_arg,
-                                 relaxed_tensors=relaxed_tensor_checks(output, hooks))
-    labels = list(dict.fromkeys(label for label, _ in guard.parts))
+                                 no_aliasing=not eager, closure_arg=closure_arg,
+                                 relaxed_tensors=relaxed_tensor_checks(output, hooks),
+                                 check_defaults=not closure_arg)
+    if config.debug_checks and not closure_arg:
+        _check_guard_holds(guard, fn, f_args)
+    labels = list(dict.fromkeys(p.label for p in guard.parts))
     _log_entry(code, new_code, graphs, labels)
     return CacheEntry(guard, new_fn, graphs, labels)
+
+
+def add_leaf_module_guards(output: OutputGraph) -> None:
+    """A backend other than ``eager`` bakes the parameters and buffers of ``torch.nn``
+    leaves called as graph nodes into the compiled artifact: guard their identity."""
+    for module, source in output.leaf_modules:
+        if source is None:
+            continue
+        for kind in ("_parameters", "_buffers"):
+            for name, value in module.__dict__[kind].items():
+                kind_guard = GuardKind.CONSTANT_MATCH if value is None else GuardKind.ID_MATCH
+                output.add_guard(module_attr_source(source, name, kind), kind_guard, value)
+
+
+def add_no_aliasing_guards(output: OutputGraph) -> None:
+    """Pre-existing objects that the trace mutated are distinct from the other pre-existing
+    objects of their type it read (a write through one must not be visible through another
+    the trace thought independent)."""
+    side = output.side_effects
+    mutated = {id(v) for v in side.mutated_targets()}
+    if not mutated:
+        return
+    groups: dict[type, list] = {}
+    for _, var in side._by_id.values():
+        if var.source is not None and var.mutation_type is not None:
+            try:
+                groups.setdefault(var.python_type(), []).append(var)
+            except Unsupported:
+                continue
+    for members in groups.values():
+        if len(members) >= 2 and any(id(m) in mutated for m in members):
+            output.add_guard(None, GuardKind.NO_ALIASING, tuple(m.source for m in members))
+
+
+def _check_guard_holds(guard: GuardFunction, fn, f_args) -> None:
+    """Debug check: an entry's guard must accept the very call it was traced from."""
+    args, kwargs = f_args
+    failing = guard.failures(*args, **kwargs)
+    if failing:
+        raise InternalError(f"{fn.__qualname__}: the new entry's guard rejects the call it was "
+                            f"traced from: {failing[:3]}")
 
 
 def needed_guards(output: OutputGraph) -> list:
@@ -196,7 +245,17 @@ def _first_positions(insts):
     return None
 
 
+#: graphjit's own frames (the module/object call wrapper): a break in them is the break of
+#: the callee, which reports it when it is compiled on its own
+TRANSPARENT_CODES: set[types.CodeType] = set()
+
+
 def _record_break(fn, bp) -> None:
+    if bp.reason.user_error:  # the program raises there: not a graph break
+        logs.emit("graph_breaks", f"{fn.__qualname__} raises ({bp.kind}): {bp.reason}")
+        return
+    if fn.__code__ in TRANSPARENT_CODES:
+        return
     stats.bump("graph_breaks")
     stats.record("break_reasons", bp.reason)
     logs.emit("graph_breaks", f"Graph break in {fn.__qualname__} ({bp.kind}): {bp.reason}")

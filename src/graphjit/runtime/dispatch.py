@@ -5,25 +5,31 @@ that passes runs its transformed function.  On a miss the frame is traced again 
 entry is added; past ``config.recompile_limit`` entries the function runs eagerly, with one
 warning naming the guard that failed.  A call never runs stale code: every hit passed all
 of its entry's guards.
+
+Threads: compiling is serialised per :class:`CompileSession` (one re-entrant lock); a
+thread that waited for the lock checks the entries again, so eight threads making the
+first call at once compile once.  The hot path takes no lock: entry lists are replaced,
+never mutated, so a reader always iterates a complete list.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import types
 import warnings
 import weakref
 from typing import Any
 
+import torch
+
 from .. import config
 from ..backends.registry import lookup_backend
 from ..diagnostics import logs
-import torch
-
 from ..exc import InternalError, Unsupported
 from ..variables.nn_module import has_hooks
 from . import stats
-from .convert_frame import CacheEntry, Hooks, convert_frame
+from .convert_frame import TRANSPARENT_CODES, CacheEntry, Hooks, convert_frame
 
 _live: "weakref.WeakSet[CompiledFunction]" = weakref.WeakSet()
 _nested_live: "weakref.WeakSet[NestedDispatcher]" = weakref.WeakSet()
@@ -37,6 +43,7 @@ class CompileSession:
     def __init__(self, backend, fullgraph: bool, mode, options, dynamic) -> None:
         self.backend, self.fullgraph, self.dynamic = backend, fullgraph, dynamic
         self.compiler_fn = lookup_backend(backend, mode, options)
+        self.lock = threading.RLock()
         self._resumes: dict[types.CodeType, CompiledFunction] = {}
         self._wrapped: "weakref.WeakKeyDictionary[types.FunctionType, CompiledFunction]" = \
             weakref.WeakKeyDictionary()
@@ -46,13 +53,16 @@ class CompileSession:
     def __repr__(self) -> str:
         return f"CompileSession(backend={self.backend!r}, fullgraph={self.fullgraph})"
 
-    def make_resume(self, code: types.CodeType, f_globals: dict) -> "CompiledFunction":
-        """The dispatcher of a resume function (one per resume code object; resume
-        functions take the frame's cells as arguments, so they have no closure)."""
-        cf = self._resumes.get(code)
+    def make_resume(self, code: types.CodeType, f_globals: dict,
+                    closure: tuple | None = None) -> "CompiledFunction":
+        """The dispatcher of a resume function (one per resume code object and closure;
+        resume functions take the frame's cells as arguments, and keep only ``__class__``,
+        for ``super()``, as a closure)."""
+        key = (code, closure)
+        cf = self._resumes.get(key)
         if cf is None:
-            fn = types.FunctionType(code, f_globals, code.co_name)
-            cf = self._resumes[code] = CompiledFunction(fn, session=self)
+            fn = types.FunctionType(code, f_globals, code.co_name, None, closure)
+            cf = self._resumes[key] = CompiledFunction(fn, session=self)
         return cf
 
     def wrap_callable(self, fn):
@@ -95,13 +105,25 @@ class NestedDispatcher:
 
     def call(self, fn: types.FunctionType, args: tuple, kwargs: dict):
         closure = fn.__closure__
+        entry = self._find(closure, args, kwargs)
+        if entry is None:
+            with self.session.lock:
+                entry = self._find(closure, args, kwargs) or self._compile(fn, args, kwargs)
+        if entry is None:
+            return fn(*args, **kwargs)
+        code = entry.fn.__code__
+        return types.FunctionType(code, fn.__globals__, fn.__name__, None, closure)(*args, **kwargs)
+
+    def _find(self, closure, args, kwargs):
         for entry in self._entries:
             if entry.guard.check(*args, ___closure=closure, **kwargs):
-                code = entry.fn.__code__
-                return types.FunctionType(code, fn.__globals__, fn.__name__, None, closure)(*args, **kwargs)
-        if len(self._entries) >= config.recompile_limit:
+                return entry
+        return None
+
+    def _compile(self, fn, args, kwargs):
+        if self._run_eagerly or len(self._entries) >= config.recompile_limit:
             self._run_eagerly = True
-            return fn(*args, **kwargs)
+            return None
         stats.bump("frames_total")
         try:
             entry = convert_frame(fn, args, kwargs, self.session.hooks, closure_arg=True)
@@ -109,14 +131,14 @@ class NestedDispatcher:
             entry = None
         if entry is None:
             self._run_eagerly = True
-            return fn(*args, **kwargs)
+            return None
         stats.bump("frames_ok")
-        self._entries.append(entry)
+        self._entries = [*self._entries, entry]
         _nested_live.add(self)
-        return entry.fn(*args, **kwargs)
+        return entry
 
     def _reset(self) -> None:
-        self._entries.clear()
+        self._entries = []
         self._run_eagerly = False
 
 
@@ -130,9 +152,21 @@ class _BoundNested:
         return self.dispatcher.call(self.fn, args, kwargs)
 
 
+def call_object(obj, *args, **kwargs):
+    """The frame graphjit compiles for a module or callable object: ``obj(...)``, traced
+    like any call (``Module.__call__``'s hooks check, the instance's ``forward``, a class
+    ``__call__``), every decision guarded."""
+    return obj(*args, **kwargs)
+
+
+TRANSPARENT_CODES.add(call_object.__code__)
+
+
 class ModuleCall:
-    """Calls a module through its compiled ``forward`` when nothing else would run in
-    ``Module.__call__`` (no hooks, no patched ``forward``); otherwise calls the module."""
+    """A module called at a graph break (the call itself broke: compiling the call again
+    would break again): its class's ``forward`` compiled, when ``Module.__call__`` would
+    run nothing else (no hooks, no ``forward`` on the instance, no ``__call__`` override);
+    otherwise the module is called as it is."""
 
     def __init__(self, module, forward: "CompiledFunction") -> None:
         self._module_ref = weakref.ref(module)
@@ -143,9 +177,25 @@ class ModuleCall:
 
     def __call__(self, *args, **kwargs):
         module = self._module_ref()
-        if has_hooks(module) or "forward" in module.__dict__:
+        if has_hooks(module) or "forward" in module.__dict__ or \
+                type(module).__call__ is not torch.nn.Module.__call__:
             return module(*args, **kwargs)
         return self._forward(module, *args, **kwargs)
+
+
+class ObjectCall:
+    """``obj(*args, **kwargs)`` through a compiled :func:`call_object` (a module called at
+    a graph break, ``graphjit.compile(callable_object)``)."""
+
+    def __init__(self, obj, compiled: "CompiledFunction") -> None:
+        self._ref = weakref.ref(obj) if isinstance(obj, torch.nn.Module) else (lambda: obj)
+        self._compiled = compiled
+
+    def __repr__(self) -> str:
+        return f"<graphjit call of {type(self._ref()).__qualname__}>"
+
+    def __call__(self, *args, **kwargs):
+        return self._compiled(self._ref(), *args, **kwargs)
 
 
 class CompiledFunction:
@@ -165,6 +215,7 @@ class CompiledFunction:
         self._entries: list[CacheEntry] = []
         self._fast: list[tuple] = []  # (check, fn) per entry: the hot path reads only these
         self._run_eagerly = False
+        self._lock = self._session.lock
         self.__wrapped__ = fn
         self.__name__ = fn.__name__
         self.__qualname__ = fn.__qualname__
@@ -186,24 +237,45 @@ class CompiledFunction:
         return self._miss(args, kwargs)
 
     def _reset(self) -> None:
-        self._entries.clear()
-        self._fast.clear()
+        self._entries = []
+        self._fast = []
         self._run_eagerly = False
 
     def _miss(self, args: tuple, kwargs: dict) -> Any:
         if self._run_eagerly:
             return self._fn(*args, **kwargs)
+        with self._lock:
+            for check, fn in self._fast:  # another thread may have compiled it meanwhile
+                if check(*args, **kwargs):
+                    break
+            else:
+                fn = self._compile(args, kwargs)
+        return fn(*args, **kwargs)
+
+    def recompile_reason(self, args: tuple, kwargs: dict) -> str:
+        """Why no entry matched: the failing checks of the entry closest to matching
+        (fewest failures), with expected and actual values."""
+        best = min((e.guard.failures(*args, **kwargs) for e in self._entries), key=len, default=[])
+        if not best:
+            return "no cache entry"
+        more = f" (and {len(best) - 1} more)" if len(best) > 1 else ""
+        return best[0] + more
+
+    def _compile(self, args: tuple, kwargs: dict):
+        """Trace a new entry (under the session lock); the function to run this call."""
+        if self._run_eagerly:
+            return self._fn
         if len(self._entries) >= config.recompile_limit:
-            reason = self._entries[0].guard.why(*args, **kwargs)
+            reason = self.recompile_reason(args, kwargs)
             warnings.warn(
                 f"graphjit: {self._fn.__qualname__} hit the recompile limit "
                 f"({config.recompile_limit}); running it eagerly from now on. "
-                f"Last guard failure: {reason}", stacklevel=3)
+                f"Last guard failure: {reason}", stacklevel=4)
             self._run_eagerly = True
-            return self._fn(*args, **kwargs)
+            return self._fn
         if self._entries:
             stats.bump("recompiles")
-            reason = self._entries[0].guard.why(*args, **kwargs)
+            reason = self.recompile_reason(args, kwargs)
             logs.emit("recompiles", f"Recompiling function {self._fn.__qualname__} in "
                       f"{self._fn.__code__.co_filename}:{self._fn.__code__.co_firstlineno}\n"
                       f"    triggered by the following guard failure(s):\n    - {reason}")
@@ -217,13 +289,13 @@ class CompiledFunction:
             if self._fullgraph:
                 raise
             self._run_eagerly = True
-            return self._fn(*args, **kwargs)
+            return self._fn
         except InternalError:
             if not config.suppress_errors:
                 raise
             log.exception("graphjit internal error; running %s eagerly", self._fn.__qualname__)
             self._run_eagerly = True
-            return self._fn(*args, **kwargs)
+            return self._fn
         except Exception as e:
             if not config.suppress_errors:
                 raise InternalError(
@@ -232,16 +304,16 @@ class CompiledFunction:
                     f"{type(e).__name__}: {e}") from e
             log.exception("graphjit internal error; running %s eagerly", self._fn.__qualname__)
             self._run_eagerly = True
-            return self._fn(*args, **kwargs)
+            return self._fn
         if entry is None:
             self._run_eagerly = True
-            return self._fn(*args, **kwargs)
+            return self._fn
         stats.bump("frames_ok")
         for g in entry.graphs:
             stats.record("graphs", g)
-        self._entries.append(entry)
-        self._fast.append((entry.guard.check, entry.fn))
-        return entry.fn(*args, **kwargs)
+        self._entries = [*self._entries, entry]
+        self._fast = [*self._fast, (entry.guard.check, entry.fn)]
+        return entry.fn
 
 
 def all_entries() -> list[CacheEntry]:

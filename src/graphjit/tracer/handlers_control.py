@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
-from ..exc import unsupported
-from ..variables import ConstantVariable, GradModeVariable, NullVariable, WithExitVariable
-from ..variables.misc import ListIteratorVariable
-from ..variables.sequences import DictVariable
+from ..exc import ObservedException, unsupported
+from ..variables import (
+    BuiltinVariable,
+    ConstantVariable,
+    DictVariable,
+    ExceptionVariable,
+    GradModeVariable,
+    ListIteratorVariable,
+    NullVariable,
+    WithExitVariable,
+)
+from ..variables.dicts import items_of
 
 
 class ControlHandlers:
@@ -99,7 +107,22 @@ class ControlHandlers:
             raise unsupported("CALL_FUNCTION_EX without NULL", repr(null))
         if not isinstance(kwargs, DictVariable):
             raise unsupported("**kwargs of a non-dict", repr(kwargs))
-        self.push(self.call_function(fn, args.unpack(self), dict(kwargs.items)))
+        self.push(self.call_function(fn, args.unpack(self), dict(items_of(self, kwargs))))
+
+    # -- exceptions -----------------------------------------------------------------------
+    def RAISE_VARARGS(self, inst) -> None:
+        """``raise exc``: the program raises; see ``ObservedException``."""
+        if inst.arg != 1:
+            raise unsupported("raise with a cause or a bare re-raise", f"RAISE_VARARGS {inst.arg}")
+        exc = self.pop()
+        if isinstance(exc, BuiltinVariable) and isinstance(exc.fn, type) and issubclass(exc.fn, BaseException):
+            exc = exc.call_function(self, [], {})
+        if not isinstance(exc, ExceptionVariable):
+            raise unsupported("raise of a non-exception value", repr(exc))
+        raise ObservedException(exc.exc)
+
+    def LOAD_ASSERTION_ERROR(self, inst) -> None:
+        self.push(BuiltinVariable(AssertionError))
 
     # -- with blocks ----------------------------------------------------------------------
     def BEFORE_WITH(self, inst) -> None:

@@ -1,11 +1,12 @@
-"""Handlers: loads and stores of locals, cells, globals, constants and attributes."""
+"""Handlers: loads and stores of locals, cells, globals, constants and attributes.
+https://docs.python.org/3.11/library/dis.html#python-bytecode-instructions"""
 
 from __future__ import annotations
 
-from ..exc import unsupported
-from ..sources import GlobalSource
-from ..variables import NullVariable, VariableTracker
-from ..variables.functions import NestedUserFunctionVariable
+from ..exc import observed, unsupported
+from ..sources import ConstSource, GetItemSource
+from ..variables import NestedUserFunctionVariable, NullVariable, TupleVariable, VariableTracker
+from ..variables.dicts import MISSING
 
 
 class LoadStoreHandlers:
@@ -20,23 +21,28 @@ class LoadStoreHandlers:
     def LOAD_FAST(self, inst) -> None:
         var = self.local(inst.argval)
         if var is None:
-            raise unsupported("unbound local", f"local variable {inst.argval!r} referenced before assignment",
-                              "Running eagerly so Python raises UnboundLocalError.")
+            raise observed(UnboundLocalError, f"cannot access local variable '{inst.argval}' where "
+                                              f"it is not associated with a value")
         self.push(var)
 
     def STORE_FAST(self, inst) -> None:
         self.symbolic_locals[inst.argval] = self.pop()
 
     def DELETE_FAST(self, inst) -> None:
-        self.local(inst.argval)
+        self.LOAD_FAST(inst)
+        self.pop()
         self.symbolic_locals.pop(inst.argval, None)
+        self.deleted_locals.add(inst.argval)
 
     # -- cells ----------------------------------------------------------------------------
     def LOAD_DEREF(self, inst) -> None:
-        self.push(self.cell(inst.argval).load())
+        self.push(self.cell(inst.argval).load(self))
 
     def STORE_DEREF(self, inst) -> None:
-        self.cell(inst.argval).store(self.pop())
+        self.cell(inst.argval).store(self, self.pop())
+
+    def DELETE_DEREF(self, inst) -> None:
+        self.cell(inst.argval).delete(self)
 
     def LOAD_CLOSURE(self, inst) -> None:
         self.push(self.cell(inst.argval))
@@ -46,17 +52,34 @@ class LoadStoreHandlers:
         self.push(VariableTracker.build(self, inst.argval))
 
     def LOAD_GLOBAL(self, inst) -> None:
-        name = inst.argval
         if inst.arg & 1:
             self.push(NullVariable())
-        if name in self.f_globals:
-            value = self.f_globals[name]
-        elif name in self.f_builtins:
-            value = self.f_builtins[name]
-        else:
-            raise unsupported("undefined global", f"name {name!r} is not defined",
-                              "Running eagerly so Python raises NameError.")
-        self.push(VariableTracker.build(self, value, GlobalSource(name)))
+        self.push(self.load_global(inst.argval))
+
+    def load_global(self, name: str) -> VariableTracker:
+        """``name`` as ``LOAD_GLOBAL`` finds it: the module's globals (with writes pending
+        in this trace), then builtins."""
+        if self.trusted:  # graphjit's own polyfills: not guarded
+            value = self.f_globals[name] if name in self.f_globals else self.f_builtins[name]
+            return VariableTracker.build(self, value)
+        g = self.output.globals_tracker(self, self.f_globals)
+        value = g.lookup(self, name)
+        if value is not MISSING:
+            return value
+        if name not in self.f_builtins:
+            raise observed(NameError, f"name '{name}' is not defined")
+        source = g.item_source(name) if g.own else GetItemSource(
+            ConstSource(self.f_builtins, "builtins"), name)
+        return VariableTracker.build(self, self.f_builtins[name], source)
+
+    def STORE_GLOBAL(self, inst) -> None:
+        self.output.globals_tracker(self, self.f_globals).setitem_key(self, inst.argval, self.pop())
+
+    def DELETE_GLOBAL(self, inst) -> None:
+        g = self.output.globals_tracker(self, self.f_globals)
+        if g.lookup(self, inst.argval) is MISSING:
+            raise observed(NameError, f"name '{inst.argval}' is not defined")
+        g.delitem_key(self, inst.argval)
 
     # -- attributes -----------------------------------------------------------------------
     def LOAD_ATTR(self, inst) -> None:
@@ -73,6 +96,9 @@ class LoadStoreHandlers:
         value = self.pop()
         obj.store_attr(self, inst.argval, value)
 
+    def DELETE_ATTR(self, inst) -> None:
+        self.pop().del_attr(self, inst.argval)
+
     # -- functions ------------------------------------------------------------------------
     def MAKE_FUNCTION(self, inst) -> None:
         code = self.pop().as_python_constant()
@@ -82,10 +108,14 @@ class LoadStoreHandlers:
             self.pop()  # annotations
         kwdefaults = self.pop() if flags & 0x02 else None
         defaults = self.pop().unpack(self) if flags & 0x01 else []
+        kw = {}
         if kwdefaults is not None:
-            kwdefaults = {k.as_python_constant(): v for k, v in
-                          zip(kwdefaults.unpack(self), kwdefaults.children(), strict=True)} \
-                if not kwdefaults.is_python_constant() else {
-                    k: VariableTracker.build(self, v) for k, v in kwdefaults.as_python_constant().items()}
-        self.push(NestedUserFunctionVariable(code, self.f_globals, code.co_qualname, defaults,
-                                             kwdefaults or {}, list(closure)))
+            if kwdefaults.is_python_constant():
+                kw = {k: VariableTracker.build(self, v) for k, v in kwdefaults.as_python_constant().items()}
+            else:
+                kw = dict(kwdefaults.realize_items(self))
+        self.push(NestedUserFunctionVariable(code, self.f_globals, code.co_name, defaults, kw,
+                                             list(closure)))
+
+
+__all__ = ["LoadStoreHandlers", "TupleVariable", "unsupported"]

@@ -8,18 +8,23 @@ from __future__ import annotations
 import dis
 import operator
 
-from ..exc import unsupported
+from ..exc import observed, unsupported
 from ..variables import (
+    BaseSequenceVariable,
     ConstantVariable,
+    DictVariable,
     ListVariable,
     NNModuleVariable,
+    SetVariable,
     SliceVariable,
     TupleVariable,
+    UserObjectVariable,
     VariableTracker,
 )
-from ..variables.builtins import binary_op, unary_op
-from ..variables.misc import ListIteratorVariable
-from ..variables.sequences import BaseSequenceVariable, DictVariable
+from ..variables.dicts import items_of, key_of
+from ..variables.iterators import make_iterator
+from ..variables.operators import binary_op, contains, unary_op
+from ..variables.sets import other_keys
 
 _NB_NAMES = {
     "ADD": "add", "AND": "and_", "FLOOR_DIVIDE": "floordiv", "LSHIFT": "lshift",
@@ -59,18 +64,11 @@ class OpHandlers:
 
     def CONTAINS_OP(self, inst) -> None:
         container, item = self.pop(), self.pop()
-        if isinstance(container, DictVariable):
-            found = container.call_method(self, "__contains__", [item], {}).value
-        elif item.is_python_constant() and (isinstance(container, BaseSequenceVariable)
-                                            or container.is_python_constant()):
-            value = item.as_python_constant()
-            values = [v.as_python_constant() for v in container.unpack(self)
-                      if v.is_python_constant()] if isinstance(container, BaseSequenceVariable) \
-                else container.as_python_constant()
-            found = value in values
-        else:
-            raise unsupported("unsupported `in`", f"{item!r} in {container!r}")
-        self.push(ConstantVariable(found != bool(inst.arg)))
+        found = contains(self, container, item)
+        if found.is_tensor():
+            self.push(unary_op(self, operator.not_, found) if inst.arg else found)
+            return
+        self.push(ConstantVariable(found.truthiness(self) != bool(inst.arg)))
 
     def _unary(self, op) -> None:
         self.push(unary_op(self, op, self.pop()))
@@ -90,7 +88,7 @@ class OpHandlers:
     # -- subscripts -----------------------------------------------------------------------
     def BINARY_SUBSCR(self, inst) -> None:
         index, container = self.pop(), self.pop()
-        self.push(subscript(self, container, index))
+        self.push(self.subscript(container, index))
 
     def STORE_SUBSCR(self, inst) -> None:
         index, container, value = self.pop(), self.pop(), self.pop()
@@ -98,9 +96,39 @@ class OpHandlers:
             self.output.call(self, "call_function", operator.setitem, [container, index, value], {})
         elif isinstance(container, (ListVariable, DictVariable)):
             container.setitem(self, index, value)
+        elif isinstance(container, UserObjectVariable):
+            container.call_method(self, "__setitem__", [index, value], {})
         else:
             raise unsupported("item assignment", f"{container!r}[{index!r}] = ...",
-                              "Item writes on this kind of object are not replayed yet.")
+                              "Item writes on this kind of object are not traced.")
+
+    def DELETE_SUBSCR(self, inst) -> None:
+        index, container = self.pop(), self.pop()
+        if isinstance(container, (ListVariable, DictVariable)):
+            container.delitem(self, index)
+        elif isinstance(container, UserObjectVariable):
+            container.call_method(self, "__delitem__", [index], {})
+        else:
+            raise unsupported("item deletion", f"del {container!r}[{index!r}]")
+
+    def subscript(self, container: VariableTracker, index: VariableTracker) -> VariableTracker:
+        """``container[index]`` for any supported container tracker."""
+        if container.is_tensor():
+            return self.output.call(self, "call_function", operator.getitem, [container, index], {})
+        if isinstance(container, (BaseSequenceVariable, DictVariable)):
+            return container.getitem(self, index)
+        if isinstance(container, NNModuleVariable):
+            return container.call_method(self, "__getitem__", [index], {})
+        if isinstance(container, UserObjectVariable):
+            return container.call_method(self, "__getitem__", [index], {})
+        if container.is_python_constant() and index.is_python_constant():
+            value = container.as_python_constant()
+            try:
+                item = value[index.as_python_constant()]
+            except Exception as e:
+                raise observed(type(e), *e.args) from None
+            return VariableTracker.build(self, item)
+        raise unsupported("unsupported subscript", f"{container!r}[{index!r}]")
 
     def BUILD_SLICE(self, inst) -> None:
         parts = self.popn(inst.arg)
@@ -116,9 +144,12 @@ class OpHandlers:
     def BUILD_LIST(self, inst) -> None:
         self.push(ListVariable(self.popn(inst.arg)))
 
+    def BUILD_SET(self, inst) -> None:
+        self.push(SetVariable({key_of(v) for v in self.popn(inst.arg)}))
+
     def BUILD_MAP(self, inst) -> None:
         flat = self.popn(2 * inst.arg)
-        self.push(DictVariable({k.as_python_constant(): v for k, v in zip(flat[::2], flat[1::2])}))
+        self.push(DictVariable({key_of(k): v for k, v in zip(flat[::2], flat[1::2])}))
 
     def BUILD_CONST_KEY_MAP(self, inst) -> None:
         keys = self.pop().as_python_constant()
@@ -145,27 +176,45 @@ class OpHandlers:
         value = self.pop()
         self.stack[-inst.arg].items.extend(value.unpack(self))
 
+    def SET_ADD(self, inst) -> None:
+        value = self.pop()
+        self.stack[-inst.arg].keys.add(key_of(value))
+
+    def SET_UPDATE(self, inst) -> None:
+        value = self.pop()
+        self.stack[-inst.arg].keys.update(other_keys(self, value))
+
     def LIST_TO_TUPLE(self, inst) -> None:
         self.push(TupleVariable(self.pop().items))
 
     def MAP_ADD(self, inst) -> None:
         value, key = self.pop(), self.pop()
-        self.stack[-inst.arg].items[key.as_python_constant()] = value
+        self.stack[-inst.arg]._items[key_of(key)] = value
 
     def DICT_UPDATE(self, inst) -> None:
         other = self.pop()
-        if not isinstance(other, DictVariable):
-            raise unsupported("dict update from a non-dict", repr(other))
-        self.stack[-inst.arg].items.update(other.items)
+        target = self.stack[-inst.arg]
+        for key, value in items_of(self, other):
+            target._items[key] = value
 
-    DICT_MERGE = DICT_UPDATE
+    def DICT_MERGE(self, inst) -> None:
+        """``f(**a, **b)``: like DICT_UPDATE, but a repeated keyword is the call's TypeError."""
+        other = self.pop()
+        target = self.stack[-inst.arg]
+        for key, value in items_of(self, other):
+            if key in target._items:
+                fn = self.stack[-(inst.arg + 2)]
+                raise observed(TypeError, f"{_function_name(fn)} got multiple values for keyword "
+                                          f"argument '{key}'")
+            target._items[key] = value
 
     # -- unpacking ------------------------------------------------------------------------
     def UNPACK_SEQUENCE(self, inst) -> None:
         items = self.pop().unpack(self)
         if len(items) != inst.arg:
-            raise unsupported("unpacking mismatch", f"expected {inst.arg} values, got {len(items)}",
-                              "Running eagerly so Python raises the ValueError.")
+            if len(items) > inst.arg:
+                raise observed(ValueError, f"too many values to unpack (expected {inst.arg})")
+            raise observed(ValueError, f"not enough values to unpack (expected {inst.arg}, got {len(items)})")
         for item in reversed(items):
             self.push(item)
 
@@ -173,45 +222,27 @@ class OpHandlers:
         before, after = inst.arg & 0xFF, inst.arg >> 8
         items = self.pop().unpack(self)
         if len(items) < before + after:
-            raise unsupported("unpacking mismatch", "not enough values to unpack")
+            raise observed(ValueError, f"not enough values to unpack (expected at least "
+                                       f"{before + after}, got {len(items)})")
         rest = ListVariable(items[before:len(items) - after])
         for item in reversed([*items[:before], rest, *items[len(items) - after:]]):
             self.push(item)
 
     def GET_ITER(self, inst) -> None:
-        value = self.pop()
-        if isinstance(value, ListIteratorVariable):
-            self.push(value)
-        else:
-            self.push(ListIteratorVariable(value.unpack(self)))
+        self.push(self.make_iterator(self.pop()))
+
+    def make_iterator(self, value: VariableTracker) -> VariableTracker:
+        return make_iterator(self, value)
 
 
-def subscript(tx, container: VariableTracker, index: VariableTracker) -> VariableTracker:
-    """``container[index]`` for any supported container tracker."""
-    if container.is_tensor():
-        return tx.output.call(tx, "call_function", operator.getitem, [container, index], {})
-    if isinstance(container, (BaseSequenceVariable, DictVariable)):
-        return container.getitem(tx, index)
-    if isinstance(container, NNModuleVariable):
-        return _module_getitem(tx, container, index)
-    if container.is_python_constant() and index.is_python_constant():
-        try:
-            value = container.as_python_constant()[index.as_python_constant()]
-        except Exception as e:
-            raise unsupported("subscript raised at trace time", f"{type(e).__name__}: {e}",
-                              "Running eagerly so Python raises the error.") from None
-        return VariableTracker.build(tx, value)
-    raise unsupported("unsupported subscript", f"{container!r}[{index!r}]")
+def _function_name(fn: VariableTracker) -> str:
+    try:
+        value = fn.as_python_constant()
+    except Exception:
+        name = getattr(fn, "get_name", None)
+        return f"{name()}()" if name else "function"
+    qual = getattr(value, "__qualname__", None) or getattr(value, "__name__", None) or type(value).__name__
+    return f"{qual}()"
 
 
-def _module_getitem(tx, container, index) -> VariableTracker:
-    import torch
-
-    module, idx = container.module, index.as_python_constant()
-    if isinstance(module, (torch.nn.ModuleList, torch.nn.Sequential)) and isinstance(idx, int):
-        keys = list(module._modules)
-        key = keys[idx]
-        return container.var_getattr(tx, key)
-    if isinstance(module, torch.nn.ModuleDict) and isinstance(idx, str):
-        return container.var_getattr(tx, idx)
-    raise unsupported("module subscript", f"{type(module).__qualname__}[{idx!r}]")
+__all__ = ["OpHandlers", "BINARY_OPS", "COMPARE_OPS"]

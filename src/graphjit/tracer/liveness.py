@@ -40,9 +40,9 @@ def live_in_sets(insts) -> list[frozenset[str]]:
             out: set[str] = set()
             for s in succs[i]:
                 out |= live[s]
-            if inst.opname in ("STORE_FAST", "DELETE_FAST"):
+            if inst.opname == "STORE_FAST":
                 out.discard(inst.argval)
-            elif inst.opname == "LOAD_FAST":
+            elif inst.opname in ("LOAD_FAST", "DELETE_FAST"):  # deleting reads whether it is bound
                 out.add(inst.argval)
             if out != live[i]:
                 live[i] = out

@@ -12,6 +12,10 @@ Design:
   checked against ``dis.stack_effect`` (PRECALL+CALL as one logical call).
 * :class:`InstructionTranslator` traces the frame being compiled; user functions called
   from it are traced by an :class:`InliningTranslator` that writes into the same graph.
+* An :class:`~graphjit.exc.ObservedException` (the program raised) unwinds inlined frames
+  that have no handler for it; at the root frame the raising instruction becomes a break
+  that runs it in Python, so the user's exception reaches the user.  A handler (``try``)
+  around the raising instruction cannot be modelled yet: that is a graph break.
 """
 
 from __future__ import annotations
@@ -25,10 +29,11 @@ from typing import Any
 from .. import config
 from ..bytecode import decode, stack_effect
 from ..bytecode.instruction import Instruction
-from ..exc import InternalError, RestartAnalysis, Unsupported, UserFrame, unsupported
+from ..exc import InternalError, ObservedException, RestartAnalysis, Unsupported, UserFrame, observed, unsupported
 from ..sources import LocalSource
-from ..variables import CellVariable, TupleVariable, VariableTracker
-from ..variables.sequences import DictVariable
+from ..variables import CellVariable, DictVariable, TupleVariable, UserFunctionVariable, VariableTracker
+from ..variables.builtins import call_builtin
+from ..variables.cells import EMPTY
 from .handlers_control import ControlHandlers
 from .handlers_load_store import LoadStoreHandlers
 from .handlers_ops import OpHandlers
@@ -46,18 +51,14 @@ UNSUPPORTED_OPCODES: dict[str, str] = {
     "SETUP_ANNOTATIONS": "annotations at module scope", "LOAD_BUILD_CLASS": "class definitions",
     "PRINT_EXPR": "interactive mode", "LOAD_NAME": "module/class scope",
     "STORE_NAME": "module/class scope", "DELETE_NAME": "module/class scope",
-    "RAISE_VARARGS": "raising exceptions", "RERAISE": "exception handling",
+    "RERAISE": "exception handling",
     "PUSH_EXC_INFO": "exception handling", "POP_EXCEPT": "exception handling",
     "CHECK_EXC_MATCH": "exception handling", "CHECK_EG_MATCH": "exception groups",
     "PREP_RERAISE_STAR": "exception groups", "WITH_EXCEPT_START": "exception handling",
     "MATCH_MAPPING": "match statements", "MATCH_SEQUENCE": "match statements",
     "MATCH_KEYS": "match statements", "MATCH_CLASS": "match statements",
     "GET_LEN": "match statements", "IMPORT_NAME": "imports inside traced code",
-    "IMPORT_FROM": "imports inside traced code", "STORE_GLOBAL": "writes to globals",
-    "DELETE_GLOBAL": "deleting globals", "DELETE_ATTR": "deleting attributes",
-    "DELETE_SUBSCR": "deleting items", "DELETE_DEREF": "deleting cells",
-    "LOAD_CLASSDEREF": "class bodies", "SET_ADD": "sets", "SET_UPDATE": "sets",
-    "BUILD_SET": "sets", "LOAD_ASSERTION_ERROR": "failing assert statements",
+    "IMPORT_FROM": "imports inside traced code", "LOAD_CLASSDEREF": "class bodies",
 }
 
 MAX_STEPS = 200_000
@@ -87,8 +88,11 @@ class TranslatorBase(StackHandlers, LoadStoreHandlers, OpHandlers, ControlHandle
             if handler is not None:
                 cls.dispatch_table[op] = handler
 
-    def __init__(self, code: types.CodeType, f_globals: dict, output, parent=None) -> None:
+    def __init__(self, code: types.CodeType, f_globals: dict, output, parent=None,
+                 trusted: bool = False) -> None:
         self.code = code
+        self.trusted = trusted  # graphjit's own polyfills: globals read without guards
+        self.deleted_locals: set[str] = set()
         self.instructions = decode_cached(code)
         self.indexof = {id(inst): i for i, inst in enumerate(self.instructions)}
         self.f_globals = f_globals
@@ -147,13 +151,21 @@ class TranslatorBase(StackHandlers, LoadStoreHandlers, OpHandlers, ControlHandle
             self.lineno = inst.positions.lineno
         handler = self.dispatch_table.get(inst.opcode)
         try:
-            if handler is None:
-                raise unsupported(f"unsupported bytecode {inst.opname}",
-                                  UNSUPPORTED_OPCODES.get(inst.opname, inst.opname))
-            if config.debug_checks:
-                self._checked_step(handler, inst)
-            else:
-                handler(self, inst)
+            try:
+                if handler is None:
+                    raise unsupported(f"unsupported bytecode {inst.opname}",
+                                      UNSUPPORTED_OPCODES.get(inst.opname, inst.opname))
+                if config.debug_checks:
+                    self._checked_step(handler, inst)
+                else:
+                    handler(self, inst)
+            except ObservedException as e:
+                if inst.exn_tab_entry is not None:  # a handler in this frame would see it
+                    raise unsupported("exception raised inside a try or with block",
+                                      f"{type(e.exc).__name__}: {e.exc} (at {inst.opname})",
+                                      "Exceptions caught by the traced code itself are not traced "
+                                      "yet; this runs in Python.") from None
+                raise
         except Unsupported as e:
             seen = e.__dict__.setdefault("_translators", set())
             if id(self) not in seen:  # each translator level adds its frame once
@@ -198,6 +210,31 @@ class TranslatorBase(StackHandlers, LoadStoreHandlers, OpHandlers, ControlHandle
     def call_function(self, fn: VariableTracker, args: list, kwargs: dict) -> VariableTracker:
         return fn.call_function(self, args, kwargs)
 
+    def inline_polyfill(self, fn, args: list, kwargs: dict | None = None) -> VariableTracker:
+        """Trace one of graphjit's polyfills (plain Python with CPython's semantics)."""
+        return self.inline_user_function(UserFunctionVariable(fn, trusted=True), args, kwargs or {})
+
+    def call_python_builtin(self, fn, args: list, kwargs: dict) -> VariableTracker:
+        return call_builtin(self, fn, args, kwargs)
+
+    def zero_arg_super(self) -> tuple[type, VariableTracker]:
+        """``super()`` with no arguments: ``__class__`` and the frame's first argument."""
+        code = self.code
+        if code.co_argcount == 0 and not code.co_flags & inspect.CO_VARARGS:
+            raise observed(RuntimeError, "super(): no arguments")
+        cell = self.cells.get("__class__")
+        if cell is None:
+            raise observed(RuntimeError, "super(): __class__ cell not found")
+        cls = cell.load(self).as_python_constant()
+        first = self.first_argument_name()
+        obj = self.cells[first].load(self) if first in code.co_cellvars else self.local(first)
+        if obj is None:
+            raise observed(RuntimeError, "super(): arg[0] deleted")
+        return cls, obj
+
+    def first_argument_name(self) -> str:
+        return self.code.co_varnames[0]
+
     def inline_user_function(self, fn_var, args: list, kwargs: dict) -> VariableTracker:
         """Trace a Python function's body into this graph; return its result tracker."""
         code = fn_var.get_code()
@@ -212,7 +249,7 @@ class TranslatorBase(StackHandlers, LoadStoreHandlers, OpHandlers, ControlHandle
                               "Recursion is not traced.")
         bound = bind_arguments(self, fn_var, code, args, kwargs)
         child = InliningTranslator(code, fn_var.get_globals(), self.output, self, bound,
-                                   fn_var.get_closure_cells(self))
+                                   fn_var.get_closure_cells(self), trusted=fn_var.trusted)
         child.run()
         return child.return_value
 
@@ -230,8 +267,7 @@ def bind_arguments(tx, fn_var, code: types.CodeType, args: list, kwargs: dict) -
     has_varkw = bool(code.co_flags & inspect.CO_VARKEYWORDS)
 
     def fail(msg: str):
-        return unsupported("call with wrong arguments", f"{code.co_name}() {msg}",
-                           "Running eagerly so Python raises the TypeError itself.")
+        return observed(TypeError, f"{code.co_name}() {msg}")
 
     bound: dict = {}
     for name, value in zip(names[:npos], args):
@@ -273,10 +309,11 @@ def bind_arguments(tx, fn_var, code: types.CodeType, args: list, kwargs: dict) -
 class InliningTranslator(TranslatorBase):
     """Traces a called user function into the caller's graph."""
 
-    def __init__(self, code, f_globals, output, parent, bound: dict, closure_cells: list) -> None:
-        super().__init__(code, f_globals, output, parent)
+    def __init__(self, code, f_globals, output, parent, bound: dict, closure_cells: list,
+                 trusted: bool = False) -> None:
+        super().__init__(code, f_globals, output, parent, trusted)
         for name in code.co_cellvars:
-            self.cells[name] = CellVariable(bound.pop(name, None), name, pre_existing=False)
+            self.cells[name] = CellVariable(name, contents=bound.pop(name, EMPTY), pre_existing=False)
         for name, cell in zip(code.co_freevars, closure_cells, strict=True):
             self.cells[name] = cell
         self.symbolic_locals.update(bound)
@@ -316,6 +353,8 @@ class BreakPoint:
 GENERIC_BREAKS = {
     "STORE_ATTR": (2, 0), "STORE_SUBSCR": (3, 0), "STORE_GLOBAL": (1, 0), "DELETE_ATTR": (1, 0),
     "DELETE_SUBSCR": (2, 0), "IMPORT_NAME": (2, 1), "BUILD_SET": (None, 1),
+    "RAISE_VARARGS": (None, 0), "DELETE_GLOBAL": (0, 0), "DELETE_DEREF": (0, 0),
+    "STORE_DEREF": (1, 0),
 }
 CONDITIONAL_JUMPS = frozenset({
     "POP_JUMP_FORWARD_IF_TRUE", "POP_JUMP_FORWARD_IF_FALSE", "POP_JUMP_BACKWARD_IF_TRUE",
@@ -362,34 +401,30 @@ class InstructionTranslator(TranslatorBase):
         self.checkpoints: list[tuple[int, int]] = []
         self.break_point: BreakPoint | None = None
         self.lazy_locals = dict(f_locals)
-        cellvars = set(code.co_cellvars)
+        # the frame's own cells: its cellvars (MAKE_CELL, holding a captured argument) and
+        # its freevars (the closure); writes to them are replayed with STORE_DEREF
         for name in code.co_cellvars:
-            self.cells[name] = CellVariable(None, name, pre_existing=False)
             if name in self.lazy_locals:
-                self.cells[name].contents = VariableTracker.build(
-                    self, self.lazy_locals.pop(name), LocalSource(name, "cell"))
-        self.lazy_cells = dict(zip(code.co_freevars, closure or (), strict=True))
-        self.lazy_locals = {k: v for k, v in self.lazy_locals.items() if k not in cellvars}
+                self.cells[name] = CellVariable(name, local_name=name, pre_existing=True,
+                                                initial=self.lazy_locals.pop(name),
+                                                contents_source=LocalSource(name, "cell"))
+            else:
+                self.cells[name] = CellVariable(name, local_name=name, pre_existing=True)
+        for name, real in zip(code.co_freevars, closure or (), strict=True):
+            try:
+                real.cell_contents
+            except ValueError:
+                self.cells[name] = CellVariable(name, real=real, local_name=name, pre_existing=True)
+                continue
+            self.cells[name] = CellVariable(name, real=real, local_name=name, pre_existing=True,
+                                            contents_source=LocalSource(name, "free"))
 
     def local(self, name: str) -> VariableTracker | None:
         var = self.symbolic_locals.get(name)
-        if var is None and name in self.lazy_locals:
-            var = VariableTracker.build(self, self.lazy_locals.pop(name), LocalSource(name))
+        if var is None and name in self.lazy_locals and name not in self.deleted_locals:
+            var = VariableTracker.build(self, self.lazy_locals[name], LocalSource(name))
             self.symbolic_locals[name] = var
         return var
-
-    def cell(self, name: str) -> CellVariable:
-        cell = self.cells.get(name)
-        if cell is None:
-            real = self.lazy_cells[name]
-            try:
-                contents = real.cell_contents
-            except ValueError:
-                raise unsupported("empty closure cell", name) from None
-            cell = CellVariable(VariableTracker.build(self, contents, LocalSource(name, "free")),
-                                name, pre_existing=True)
-            self.cells[name] = cell
-        return cell
 
     def RETURN_VALUE(self, inst: Instruction) -> None:
         self.return_value = self.pop()
@@ -409,6 +444,20 @@ class InstructionTranslator(TranslatorBase):
             self.checkpoints.append((k, self.ip))
         try:
             super().step()
+        except ObservedException as e:
+            # the program raises here: run this instruction in Python after the graph
+            index = self.indexof[id(self.current_inst)]
+            reason = unsupported("user exception", f"{type(e.exc).__name__}: {e.exc}",
+                                 "The traced program raises here; the instruction runs in Python.")
+            reason.user_error = True
+            reason.add_frame(self.user_frame())
+            if self.can_resume_at(index):
+                self.speculation[k] = Speculation("resume", reason)
+            elif self.fullgraph:
+                raise reason from None
+            else:
+                self.record_step_break(k, reason)
+            raise RestartAnalysis() from None
         except Unsupported as e:
             if self.fullgraph:
                 raise

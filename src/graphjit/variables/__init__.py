@@ -1,34 +1,44 @@
-"""VariableTrackers: the symbolic values of the translator (see ``base``)."""
+"""VariableTrackers: the symbolic values of the translator (see ``base``).
+
+Modules, in layer order (each imports only those before it): ``base`` (tracker base,
+mutation types, lazy trackers, the builder registry) → ``constant`` → ``tensor`` →
+``sequences``, ``dicts``, ``sets``, ``iterators`` (containers) → ``cells`` → ``functions``
+→ ``object_protocol``, ``objects``, ``nn_module`` (Python objects) → ``exceptions``,
+``operators``, ``grad_mode``, ``builtins``, ``torch_function`` → ``builder`` (how callables
+are modelled).  Importing this package imports them all, which registers every builder.
+"""
 
 from .base import (
     AttributeMutationExisting,
     AttributeMutationNew,
+    LazyVariableTracker,
+    MethodVariable,
     MutationType,
+    NullVariable,
     ValueMutationExisting,
     ValueMutationNew,
     VariableTracker,
+    is_new,
 )
-from .builder import build
-from .builtins import BuiltinVariable
 from .constant import ConstantVariable
-from .functions import BoundMethodVariable, NestedUserFunctionVariable, UserFunctionVariable
-from .misc import (
-    BoundUserMethodVariable,
-    CellVariable,
-    ClassVariable,
-    GradModeVariable,
-    ListIteratorVariable,
-    NullVariable,
-    OpaqueCallableVariable,
-    PythonModuleVariable,
-    UserObjectVariable,
-    WithExitVariable,
-)
-from .nn_module import NNModuleVariable
-from .sequences import ListVariable, SliceVariable, TupleVariable
 from .tensor import TensorVariable
+from .sequences import BaseSequenceVariable, ListVariable, SliceVariable, TupleVariable
+from .dicts import DictVariable, DictViewVariable
+from .sets import SetVariable
+from .iterators import ListIteratorVariable
+from .cells import CellVariable
+from .functions import (
+    NestedUserFunctionVariable,
+    OpaqueCallableVariable,
+    UserFunctionVariable,
+    UserMethodVariable,
+)
+from .objects import ClassVariable, InstanceDictVariable, PythonModuleVariable, SuperVariable, UserObjectVariable
+from .nn_module import NNModuleVariable
+from .exceptions import ExceptionVariable
+from .grad_mode import GradModeExit, GradModeVariable, WithExitVariable
+from .builtins import BuiltinVariable
 from .torch_function import TorchFunctionVariable
+from . import builder  # noqa: F401  (registers the callable builders)
 
-VariableTracker._build_impl = staticmethod(build)
-
-__all__ = [name for name in dir() if name[0].isupper() or name == "build"]
+__all__ = [name for name in dir() if name[0].isupper() or name == "is_new"]

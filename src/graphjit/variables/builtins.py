@@ -1,37 +1,47 @@
-"""Python builtins and the ``operator`` module.
+"""Python builtins (functions and classes), the ``operator`` module and ``math``.
 
-Handlers are registered next to their definition (``@register(len)``).  A builtin with
-only constant arguments and no handler is folded when it is pure (``PURE_BUILTINS``);
-an operator with a tensor argument is recorded in the graph with the ``operator``
-function as target, as TorchDynamo does (``operator.add``, ``operator.getitem``).
+Handlers are registered next to their definition (``@register(len)``); a handler returns
+a tracker, or ``None`` to fall back.  A builtin with only constant arguments and no
+handler is folded when it is pure (``PURE_BUILTINS``); an ``operator`` function with a
+tensor argument is recorded in the graph, as TorchDynamo does.  Attribute builtins
+(``getattr``, ``hasattr``, ``setattr``, ``delattr``, ``vars``, ``super``, ``type``,
+``object.__setattr__``...) go through the object protocol.
 """
 
 from __future__ import annotations
 
 import builtins
-import math
 import operator
+import types
 from typing import Any, Callable
 
-import torch
-
-from ..exc import unsupported
-from .base import VariableTracker
+from ..exc import ObservedException, observed, unsupported
+from ..guards.guard import GuardKind
+from ..polyfills import builtins as poly
+from . import object_protocol as proto
+from .base import VariableTracker, call_python, check_constant_args
 from .constant import ConstantVariable
+from .dicts import DictVariable, DictViewVariable, items_of
+from .exceptions import ExceptionVariable
+from .functions import UserFunctionVariable, UserMethodVariable
+from .iterators import ListIteratorVariable, make_iterator
+from .objects import ClassVariable, SuperVariable, UserObjectVariable, new_object
+from .operators import binary_op, contains
 from .sequences import BaseSequenceVariable, ListVariable, SliceVariable, TupleVariable
+from .sets import SetVariable, other_keys
 
 _HANDLERS: dict[Any, Callable] = {}
 
 PURE_BUILTINS = {
     abs, all, any, bool, chr, divmod, float, hash, hex, int, len, max, min, oct, ord, pow,
     repr, round, sorted, str, sum, tuple, list, isinstance, issubclass, callable, complex,
-    range, slice, bin, format, reversed, enumerate, zip, frozenset,
+    range, slice, bin, format, reversed, enumerate, zip, frozenset, bytes, ascii,
 }
-PURE_MODULES = (operator, math)
+PURE_MODULES = ("_operator", "operator", "math")
 
 
 def register(*fns):
-    """Register a handler ``handler(tx, args, kwargs) -> VariableTracker`` for ``fns``."""
+    """Register a handler ``handler(tx, args, kwargs) -> VariableTracker | None`` for ``fns``."""
 
     def deco(handler):
         for fn in fns:
@@ -43,14 +53,15 @@ def register(*fns):
 
 
 class BuiltinVariable(VariableTracker):
-    """A builtin function (``len``, ``isinstance``, ``operator.add``, ``math.sqrt``)."""
+    """A builtin function or class (``len``, ``list``, ``operator.add``, ``math.sqrt``,
+    ``ValueError``, ``object.__setattr__``)."""
 
     def __init__(self, fn: Any, **kwargs) -> None:
         super().__init__(**kwargs)
         self.fn = fn
 
     def _repr_body(self) -> str:
-        return getattr(self.fn, "__name__", repr(self.fn))
+        return getattr(self.fn, "__qualname__", None) or getattr(self.fn, "__name__", repr(self.fn))
 
     def python_type(self) -> type:
         return type(self.fn)
@@ -58,15 +69,24 @@ class BuiltinVariable(VariableTracker):
     def as_python_constant(self):
         return self.fn
 
+    def identity(self):
+        return self.fn
+
     def call_function(self, tx, args, kwargs) -> VariableTracker:
         return call_builtin(tx, self.fn, list(args), dict(kwargs))
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        value = call_python("getattr", getattr, self.fn, name)
+        return VariableTracker.build(tx, value)
+
+    def has_attr(self, tx, name: str) -> bool:
+        return hasattr(self.fn, name)
 
 
 def is_pure_builtin(fn: Any) -> bool:
     if fn in _HANDLERS or fn in PURE_BUILTINS:
         return True
-    mod = getattr(fn, "__module__", None)
-    return mod in ("_operator", "operator", "math")
+    return getattr(fn, "__module__", None) in PURE_MODULES
 
 
 def call_builtin(tx, fn, args: list, kwargs: dict) -> VariableTracker:
@@ -76,18 +96,17 @@ def call_builtin(tx, fn, args: list, kwargs: dict) -> VariableTracker:
         result = handler(tx, args, kwargs)
         if result is not None:
             return result
+    if isinstance(fn, type) and issubclass(fn, BaseException):
+        cargs, ckwargs = check_constant_args(fn.__name__, args, kwargs)
+        return ExceptionVariable(call_python(fn.__name__, fn, *cargs, **ckwargs))
     if any(a.is_tensor() for a in [*args, *kwargs.values()]):
         if getattr(fn, "__module__", None) in ("_operator", "operator"):
             return tx.output.call(tx, "call_function", fn, args, kwargs)
         raise unsupported("builtin on a tensor", f"{_name(fn)}() with a tensor argument",
                           "This builtin needs the tensor's values in Python.")
     if is_pure_builtin(fn) and all(a.is_python_constant() for a in [*args, *kwargs.values()]):
-        try:
-            value = fn(*[a.as_python_constant() for a in args],
-                       **{k: v.as_python_constant() for k, v in kwargs.items()})
-        except Exception as e:
-            raise unsupported("builtin raised at trace time", f"{_name(fn)}: {type(e).__name__}: {e}",
-                              "Running the frame eagerly so the error is raised as in eager mode.") from None
+        value = call_python(_name(fn), fn, *[a.as_python_constant() for a in args],
+                            **{k: v.as_python_constant() for k, v in kwargs.items()})
         return VariableTracker.build(tx, value)
     raise unsupported("unsupported builtin call", f"{_name(fn)}({', '.join(map(repr, args))})",
                       f"graphjit does not trace {_name(fn)} with these arguments.")
@@ -97,98 +116,23 @@ def _name(fn) -> str:
     return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", repr(fn))
 
 
-# -- binary and unary operators (used by the BINARY_OP/COMPARE_OP handlers too) -----------
-
-def binary_op(tx, op: Callable, left: VariableTracker, right: VariableTracker) -> VariableTracker:
-    """``op(left, right)`` for any trackers: graph node, folded constant, or sequence op."""
-    if left.is_tensor() or right.is_tensor():
-        if op in (operator.is_, operator.is_not):
-            return _identity(op, left, right)
-        return tx.output.call(tx, "call_function", op, [left, right], {})
-    if isinstance(left, BaseSequenceVariable) or isinstance(right, BaseSequenceVariable):
-        return _sequence_op(tx, op, left, right)
-    if left.is_python_constant() and right.is_python_constant():
-        try:
-            return VariableTracker.build(tx, op(left.as_python_constant(), right.as_python_constant()))
-        except Exception as e:
-            raise unsupported("operator raised at trace time", f"{_name(op)}: {type(e).__name__}: {e}",
-                              "Running the frame eagerly so the error is raised as in eager mode.") from None
-    if op in (operator.is_, operator.is_not):
-        return _identity(op, left, right)
-    raise unsupported("unsupported operand types", f"{_name(op)}({left!r}, {right!r})")
+def _const(var: VariableTracker, what: str) -> Any:
+    try:
+        return var.as_python_constant()
+    except Exception:
+        raise unsupported(f"non-constant {what}", repr(var)) from None
 
 
-def _identity(op, left, right) -> VariableTracker:
-    """``is``/``is not``: a tensor is never None/a constant; two trackers of the same
-    graph node are the same object."""
-    same = None
-    if left.is_tensor() and right.is_tensor():
-        same = left.node is right.node
-    elif left.is_tensor() or right.is_tensor():
-        same = False
-    if same is None:
-        raise unsupported("identity comparison", f"{left!r} is {right!r}")
-    return ConstantVariable(same if op is operator.is_ else not same)
-
-
-def _sequence_op(tx, op, left, right) -> VariableTracker:
-    if op in (operator.add, operator.iadd) and type(left) is type(right) and isinstance(
-            left, BaseSequenceVariable):
-        if isinstance(left, ListVariable) and op is operator.iadd:
-            left.call_method(tx, "extend", [right], {})
-            return left
-        return type(left)(left.items + right.items)
-    if op in (operator.mul, operator.imul):
-        seq, n = (left, right) if isinstance(left, BaseSequenceVariable) else (right, left)
-        return type(seq)(seq.items * n.as_python_constant())
-    if left.is_python_constant() and right.is_python_constant():
-        return VariableTracker.build(tx, op(left.as_python_constant(), right.as_python_constant()))
-    if op in (operator.eq, operator.ne) and isinstance(left, BaseSequenceVariable) and isinstance(
-            right, BaseSequenceVariable) and len(left.items) != len(right.items):
-        return ConstantVariable(op is operator.ne)
-    raise unsupported("unsupported sequence operator", f"{_name(op)} on {left!r}, {right!r}")
-
-
-def unary_op(tx, op: Callable, value: VariableTracker) -> VariableTracker:
-    if value.is_tensor():
-        if op is operator.not_:
-            value.truthiness(tx)  # raises the data-dependent break
-        return tx.output.call(tx, "call_function", op, [value], {})
-    if op is operator.not_:
-        return ConstantVariable(not value.truthiness(tx))
-    return VariableTracker.build(tx, op(value.as_python_constant()))
-
-
-# -- handlers --------------------------------------------------------------------------
-
-@register(len)
-def _len(tx, args, kwargs):
-    (obj,) = args
-    if isinstance(obj, BaseSequenceVariable):
-        return ConstantVariable(len(obj.items))
-    if obj.is_tensor():
-        if obj.example_value.dim() == 0:
-            raise unsupported("len() of a 0-d tensor", repr(obj))
-        return ConstantVariable(obj.example_value.shape[0])
-    return None
-
-
-@register(isinstance)
-def _isinstance(tx, args, kwargs):
-    obj, cls = args
-    classes = cls.as_python_constant()
-    ptype = obj.python_type()
-    return ConstantVariable(issubclass(ptype, classes))
-
+# -- attributes ----------------------------------------------------------------------------
 
 @register(getattr)
 def _getattr(tx, args, kwargs):
-    obj, name = args[0], args[1].as_python_constant()
+    obj, name = args[0], _const(args[1], "attribute name")
     if len(args) == 3:
         try:
             return obj.var_getattr(tx, name)
-        except Exception:
-            if obj.is_python_constant() and not hasattr(obj.as_python_constant(), name):
+        except ObservedException as e:
+            if e.is_attribute_error():
                 return args[2]
             raise
     return obj.var_getattr(tx, name)
@@ -196,14 +140,80 @@ def _getattr(tx, args, kwargs):
 
 @register(hasattr)
 def _hasattr(tx, args, kwargs):
-    obj, name = args[0], args[1].as_python_constant()
-    if obj.is_tensor():
-        return ConstantVariable(hasattr(obj.example_value, name))
-    if obj.is_python_constant():
-        return ConstantVariable(hasattr(obj.as_python_constant(), name))
-    value = getattr(obj, "value", getattr(obj, "module", None))
-    if value is not None:
-        return ConstantVariable(hasattr(value, name))
+    return ConstantVariable(args[0].has_attr(tx, _const(args[1], "attribute name")))
+
+
+@register(setattr)
+def _setattr(tx, args, kwargs):
+    obj, name, value = args
+    obj.store_attr(tx, _const(name, "attribute name"), value)
+    return ConstantVariable(None)
+
+
+@register(delattr)
+def _delattr(tx, args, kwargs):
+    obj, name = args
+    obj.del_attr(tx, _const(name, "attribute name"))
+    return ConstantVariable(None)
+
+
+@register(vars)
+def _vars(tx, args, kwargs):
+    if len(args) == 1 and isinstance(args[0], UserObjectVariable):
+        return args[0].var_getattr(tx, "__dict__")
+    return None
+
+
+@register(object.__setattr__)
+def _object_setattr(tx, args, kwargs):
+    obj, name, value = args
+    proto.generic_setattr(tx, _as_object(obj), _const(name, "attribute name"), value)
+    return ConstantVariable(None)
+
+
+@register(object.__delattr__)
+def _object_delattr(tx, args, kwargs):
+    obj, name = args
+    proto.generic_delattr(tx, _as_object(obj), _const(name, "attribute name"))
+    return ConstantVariable(None)
+
+
+@register(object.__getattribute__)
+def _object_getattribute(tx, args, kwargs):
+    obj, name = args
+    return proto.generic_getattr(tx, _as_object(obj), _const(name, "attribute name"))
+
+
+@register(object.__new__)
+def _object_new(tx, args, kwargs):
+    cls = _const(args[0], "class")
+    return new_object(tx, cls)
+
+
+@register(object.__init__)
+def _object_init(tx, args, kwargs):
+    return ConstantVariable(None)
+
+
+def _as_object(var):
+    if not isinstance(var, UserObjectVariable):
+        raise unsupported("object.__setattr__/__getattribute__ on a non-object", repr(var))
+    return var
+
+
+@register(types.MethodType)
+def _method_type(tx, args, kwargs):
+    fn, obj = args
+    return UserMethodVariable(fn, obj)
+
+
+@register(super)
+def _super(tx, args, kwargs):
+    if not args:
+        typ, obj = tx.zero_arg_super()
+        return SuperVariable(typ, obj)
+    if len(args) == 2:
+        return SuperVariable(_const(args[0], "super() type"), args[1])
     return None
 
 
@@ -211,9 +221,45 @@ def _hasattr(tx, args, kwargs):
 def _type(tx, args, kwargs):
     if len(args) != 1:
         return None
-    from .misc import ClassVariable
+    return VariableTracker.build(tx, args[0].python_type())
 
-    return ClassVariable(args[0].python_type())
+
+@register(isinstance)
+def _isinstance(tx, args, kwargs):
+    obj, cls = args
+    classes = _const(cls, "isinstance class")
+    return ConstantVariable(call_python("isinstance", issubclass, obj.python_type(), classes))
+
+
+@register(issubclass)
+def _issubclass(tx, args, kwargs):
+    return ConstantVariable(call_python("issubclass", issubclass, _const(args[0], "class"),
+                                        _const(args[1], "class")))
+
+
+@register(callable)
+def _callable(tx, args, kwargs):
+    (obj,) = args
+    if obj.is_tensor():
+        return ConstantVariable(False)
+    if isinstance(obj, (UserFunctionVariable, UserMethodVariable, ClassVariable, BuiltinVariable)):
+        return ConstantVariable(True)
+    return ConstantVariable(proto.type_attr_raw(obj.python_type(), "__call__") is not proto.MISSING)
+
+
+# -- containers -------------------------------------------------------------------------
+
+@register(len)
+def _len(tx, args, kwargs):
+    (obj,) = args
+    if obj.is_tensor():
+        if obj.example_value.dim() == 0:
+            raise observed(TypeError, "len() of a 0-d tensor")
+        return ConstantVariable(obj.example_value.shape[0])
+    if isinstance(obj, (BaseSequenceVariable, DictVariable, SetVariable, DictViewVariable)) or \
+            isinstance(obj, UserObjectVariable):
+        return obj.call_method(tx, "__len__", [], {})
+    return None
 
 
 @register(tuple)
@@ -226,54 +272,84 @@ def _list(tx, args, kwargs):
     return ListVariable(args[0].unpack(tx) if args else [])
 
 
+@register(dict)
+def _dict(tx, args, kwargs):
+    out = DictVariable({})
+    for other in args:
+        for key, value in items_of(tx, other):
+            out._items[key] = value
+    out._items.update(kwargs)
+    return out
+
+
+@register(set, frozenset)
+def _set(tx, args, kwargs):
+    return None if kwargs or len(args) > 1 else _make_set(tx, args, frozen=False)
+
+
+def _make_set(tx, args, frozen: bool):
+    keys = other_keys(tx, args[0]) if args else set()
+    return SetVariable(keys, frozen=frozen)
+
+
+_HANDLERS[frozenset] = lambda tx, args, kwargs: None if kwargs or len(args) > 1 else _make_set(tx, args, True)
+
+
 @register(enumerate)
 def _enumerate(tx, args, kwargs):
-    from .misc import ListIteratorVariable
-
-    start = args[1].as_python_constant() if len(args) > 1 else kwargs.get("start", ConstantVariable(0)).value
+    start = args[1].as_python_constant() if len(args) > 1 else (
+        kwargs["start"].as_python_constant() if "start" in kwargs else 0)
     items = args[0].unpack(tx)
     return ListIteratorVariable([TupleVariable([ConstantVariable(i + start), v]) for i, v in enumerate(items)])
 
 
 @register(zip)
 def _zip(tx, args, kwargs):
-    from .misc import ListIteratorVariable
-
+    strict = kwargs.pop("strict", ConstantVariable(False)).as_python_constant()
     if kwargs:
         return None
     seqs = [a.unpack(tx) for a in args]
+    if strict and len({len(s) for s in seqs}) > 1:
+        raise unsupported("zip(strict=True) with different lengths", "raises ValueError")
     return ListIteratorVariable([TupleVariable(list(t)) for t in zip(*seqs)])
 
 
 @register(reversed)
 def _reversed(tx, args, kwargs):
-    from .misc import ListIteratorVariable
-
     return ListIteratorVariable(list(reversed(args[0].unpack(tx))))
 
 
 @register(iter)
 def _iter(tx, args, kwargs):
-    from .misc import ListIteratorVariable
-
     if len(args) == 1:
-        return ListIteratorVariable(args[0].unpack(tx))
+        return make_iterator(tx, args[0])
     return None
 
 
 @register(next)
 def _next(tx, args, kwargs):
-    from .misc import ListIteratorVariable
-
     it = args[0]
     if isinstance(it, ListIteratorVariable):
         item = it.next_item()
         if item is None:
             if len(args) > 1:
                 return args[1]
-            raise unsupported("StopIteration", "next() on an exhausted iterator")
+            raise observed(StopIteration)
         return item
     return None
+
+
+@register(sorted)
+def _sorted(tx, args, kwargs):
+    if len(args) != 1 or set(kwargs) - {"reverse"}:
+        return None
+    items = args[0].unpack(tx)
+    if not all(i.is_python_constant() for i in items):
+        return None
+    reverse = kwargs["reverse"].as_python_constant() if "reverse" in kwargs else False
+    keyed = [(i.as_python_constant(), n) for n, i in enumerate(items)]
+    order = call_python("sorted", sorted, keyed, key=lambda p: p[0], reverse=reverse)
+    return ListVariable([items[n] for _, n in order])
 
 
 @register(slice)
@@ -286,11 +362,9 @@ def _slice(tx, args, kwargs):
 
 @register(sum)
 def _sum(tx, args, kwargs):
-    items = args[0].unpack(tx)
-    total = args[1] if len(args) > 1 else ConstantVariable(0)
-    for item in items:
-        total = binary_op(tx, operator.add, total, item)
-    return total
+    if len(args) + len(kwargs) > 2 or set(kwargs) - {"start"}:
+        return None
+    return tx.inline_polyfill(poly.builtin_sum, list(args), kwargs)
 
 
 def _minmax(fn):
@@ -301,7 +375,7 @@ def _minmax(fn):
                 raise unsupported("max/min of tensors", f"builtin {fn.__name__}() compares tensor values",
                                   hints=["Use torch.maximum / torch.minimum or torch.max(t)."])
             return None
-        return VariableTracker.build(tx, fn(v.as_python_constant() for v in values))
+        return VariableTracker.build(tx, call_python(fn.__name__, fn, (v.as_python_constant() for v in values)))
 
     register(fn)(handler)
 
@@ -331,19 +405,47 @@ def _print(tx, args, kwargs):
                       ["Remove the print from the compiled function, or accept the graph break."])
 
 
-def call_builtin_class(tx, cls_var, args, kwargs) -> VariableTracker:
-    """Calling a class: builtin types are builtins; other classes are not traced yet."""
-    cls = cls_var.cls
-    if cls in PURE_BUILTINS or cls in _HANDLERS:
-        return call_builtin(tx, cls, args, kwargs)
-    if cls in (torch.Size,) and all(a.is_python_constant() for a in args):
-        return VariableTracker.build(tx, cls(*[a.as_python_constant() for a in args]))
-    from .user_objects import NewObjectVariable, can_instantiate
-
-    if can_instantiate(cls):
-        return NewObjectVariable.create(tx, cls, list(args), dict(kwargs))
-    raise unsupported("class instantiation", f"{cls.__qualname__}(...)",
-                      "Creating instances of classes inside the compiled region is not traced yet.")
+@register(operator.contains)
+def _contains(tx, args, kwargs):
+    return contains(tx, args[0], args[1])
 
 
-del builtins
+def _binary(op):
+    register(op)(lambda tx, args, kwargs: binary_op(tx, op, *args) if len(args) == 2 and not kwargs else None)
+
+
+for _op in (operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv,
+            operator.mod, operator.pow, operator.matmul, operator.eq, operator.ne, operator.lt,
+            operator.le, operator.gt, operator.ge, operator.and_, operator.or_, operator.xor,
+            operator.is_, operator.is_not):
+    _binary(_op)
+
+
+@register(operator.getitem)
+def _getitem(tx, args, kwargs):
+    return tx.subscript(args[0], args[1])
+
+
+# -- builders -----------------------------------------------------------------------------
+
+def is_builtin_callable(value: Any) -> bool:
+    if isinstance(value, type):
+        return value.__module__ == "builtins" and getattr(builtins, value.__name__, None) is value
+    if not isinstance(value, (types.BuiltinFunctionType, types.BuiltinMethodType,
+                              types.WrapperDescriptorType, types.MethodDescriptorType)):
+        return False
+    try:
+        return value in _HANDLERS or getattr(builtins, getattr(value, "__name__", ""), None) is value \
+            or getattr(value, "__module__", None) in PURE_MODULES
+    except TypeError:
+        return False
+
+
+def build_builtin(tx, value, source):
+    if source is not None:
+        tx.output.add_guard(source, GuardKind.ID_MATCH, value)
+    return BuiltinVariable(value, source=source)
+
+
+__all__ = ["BuiltinVariable", "call_builtin", "register", "is_pure_builtin", "is_builtin_callable",
+           "build_builtin"]

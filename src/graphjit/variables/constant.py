@@ -1,5 +1,6 @@
 """Immutable Python values known at trace time: None, bools, numbers, strings, dtypes,
-devices, ``torch.Size``, slices, Ellipsis.  Operations on them are folded at trace time."""
+devices, ``torch.Size``, slices, Ellipsis.  Operations on them are folded at trace time
+(an error they raise is the program's: an observed exception)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from typing import Any
 import torch
 
 from ..exc import unsupported
-from .base import VariableTracker
+from ..guards.guard import GuardKind
+from .base import MethodVariable, VariableTracker, call_python, check_constant_args, register_builder
 
 CONSTANT_TYPES = (
     type(None), bool, int, float, complex, str, bytes, type(Ellipsis), type(NotImplemented),
@@ -46,6 +48,9 @@ class ConstantVariable(VariableTracker):
     def is_python_constant(self) -> bool:
         return True
 
+    def identity(self) -> Any:
+        return self.value
+
     def unpack(self, tx) -> list[VariableTracker]:
         try:
             items = list(self.value)
@@ -54,31 +59,29 @@ class ConstantVariable(VariableTracker):
         return [ConstantVariable(v) for v in items]
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
-        try:
-            attr = getattr(self.value, name)
-        except AttributeError:
-            raise unsupported("attribute error on constant", f"{self.value!r}.{name}") from None
-        if callable(attr):
-            from .functions import BoundMethodVariable
-
-            return BoundMethodVariable(self, name)
+        attr = call_python("getattr", getattr, self.value, name)
+        if callable(attr) and not isinstance(attr, type):
+            return MethodVariable(self, name)
         return VariableTracker.build(tx, attr)
 
     def call_method(self, tx, name: str, args: list, kwargs: dict) -> VariableTracker:
-        if not all(a.is_python_constant() for a in [*args, *kwargs.values()]):
-            raise unsupported(
-                "method on constant with non-constant args",
-                f"{type(self.value).__name__}.{name}({', '.join(map(repr, args))})",
-            )
-        fn = getattr(self.value, name)
-        result = fn(*[a.as_python_constant() for a in args],
-                    **{k: v.as_python_constant() for k, v in kwargs.items()})
-        return VariableTracker.build(tx, result)
+        cargs, ckwargs = check_constant_args(f"{type(self.value).__name__}.{name}", args, kwargs)
+        fn = call_python("getattr", getattr, self.value, name)
+        return VariableTracker.build(tx, call_python(name, fn, *cargs, **ckwargs))
 
     def reconstruct(self, cg) -> None:
-        if isinstance(self.value, (torch.Size, torch.dtype, torch.device, torch.layout,
-                                   torch.memory_format, range, slice)):
-            cg.load_const_object(self.value)
-        else:
-            cg.load_const(self.value)
+        cg.load_const(self.value)
 
+
+@register_builder(*CONSTANT_TYPES)
+def _build_constant(tx, value, source):
+    if source is not None:
+        tx.output.add_guard(source, GuardKind.CONSTANT_MATCH, value)
+    return ConstantVariable(value, source=source)
+
+
+@register_builder(slice)
+def _build_slice(tx, value, source):
+    if not is_constant_value(value):
+        raise unsupported("slice of non-constants", repr(value))
+    return _build_constant(tx, value, source)

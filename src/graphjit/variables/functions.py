@@ -1,43 +1,37 @@
 """Callables written in Python: user functions (inlined), functions made while tracing
-(lambdas, comprehensions, closures), and bound methods of trackers."""
+(lambdas, comprehensions, closures), bound methods, and opaque callables.
+
+A pre-existing function is guarded by its code object (functions a ``def`` makes on every
+call of an outer function share it); what else the trace reads of it is guarded where it
+is read: each default through ``f.__defaults__[i]``, keyword defaults through
+``f.__kwdefaults__[k]``, closure contents through ``f.__closure__[i].cell_contents``.
+"""
 
 from __future__ import annotations
 
 import types
+from typing import Any
 
-from ..exc import unsupported
+from ..exc import observed, unsupported
+from ..sources import AttrSource, ConstSource, GetItemSource
 from .base import AttributeMutationNew, VariableTracker
+from .cells import CellVariable
 
 
-class BoundMethodVariable(VariableTracker):
-    """``obj.name`` where calling it means ``obj.call_method(name, ...)``."""
-
-    def __init__(self, obj: VariableTracker, name: str, **kwargs) -> None:
-        super().__init__(**kwargs)
-        self.obj, self.name = obj, name
-
-    def _repr_body(self) -> str:
-        return f"{self.obj!r}.{self.name}"
-
-    def call_function(self, tx, args, kwargs) -> VariableTracker:
-        return self.obj.call_method(tx, self.name, args, kwargs)
-
-    def children(self) -> list[VariableTracker]:
-        return [self.obj]
-
-    def reconstruct(self, cg) -> None:
-        from ..bytecode.instruction import create_instruction
-
-        cg.reconstruct(self.obj)
-        cg.append(create_instruction("LOAD_ATTR", argval=self.name))
+def _qualname(fn: Any) -> str:
+    return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
 
 
 class UserFunctionVariable(VariableTracker):
-    """A plain Python function that existed before tracing; calls are inlined."""
+    """A plain Python function that existed before tracing; calls are inlined.
+    ``trusted`` functions (graphjit's polyfills) read their globals without guards."""
 
-    def __init__(self, fn: types.FunctionType, **kwargs) -> None:
+    def __init__(self, fn: types.FunctionType, *, trusted: bool = False, **kwargs) -> None:
         super().__init__(**kwargs)
         self.fn = fn
+        self.trusted = trusted
+        if self.source is None and not trusted:  # still guardable: the object is known
+            self.source = ConstSource(fn, _qualname(fn))
 
     def _repr_body(self) -> str:
         return self.fn.__qualname__
@@ -48,17 +42,21 @@ class UserFunctionVariable(VariableTracker):
     def as_python_constant(self):
         return self.fn
 
+    def identity(self):
+        return self.fn
+
     def get_code(self) -> types.CodeType:
         return self.fn.__code__
 
     def get_globals(self) -> dict:
         return self.fn.__globals__
 
-    def get_defaults(self, tx) -> tuple[list, dict]:
-        from ..sources import AttrSource, GetItemSource
+    def get_name(self) -> str:
+        return self.fn.__qualname__
 
+    def get_defaults(self, tx) -> tuple[list, dict]:
         def src(attr, key):
-            return None if self.source is None else GetItemSource(AttrSource(self.source, attr), key)
+            return None if self.trusted else GetItemSource(AttrSource(self.source, attr), key)
 
         defaults = [VariableTracker.build(tx, d, src("__defaults__", i))
                     for i, d in enumerate(self.fn.__defaults__ or ())]
@@ -67,24 +65,19 @@ class UserFunctionVariable(VariableTracker):
         return defaults, kwdefaults
 
     def get_closure_cells(self, tx) -> list:
-        from .misc import CellVariable
-
-        from ..sources import AttrSource, GetItemSource
-
-        cells = []
         closure = self.fn.__closure__ or ()
-        for i, (name, cell) in enumerate(zip(self.fn.__code__.co_freevars, closure, strict=True)):
-            try:
-                contents = cell.cell_contents
-            except ValueError:
-                raise unsupported("empty closure cell", f"{self.fn.__qualname__}: {name}") from None
-            source = None
-            if self.source is not None:  # reachable again: guardable and replayable
-                source = AttrSource(GetItemSource(AttrSource(self.source, "__closure__"), i),
-                                    "cell_contents")
-            cells.append(CellVariable(VariableTracker.build(tx, contents, source), name=name,
-                                      pre_existing=True))
+        cells = []
+        for i, cell in enumerate(closure):
+            source = None if self.trusted else GetItemSource(AttrSource(self.source, "__closure__"), i)
+            cells.append(VariableTracker.build(tx, cell, source, realize=True))
         return cells
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        try:
+            value = getattr(self.fn, name)
+        except AttributeError:
+            raise observed(AttributeError, f"'function' object has no attribute '{name}'") from None
+        return VariableTracker.build(tx, value, AttrSource(self.source, name))
 
     def call_function(self, tx, args, kwargs) -> VariableTracker:
         return tx.inline_user_function(self, args, kwargs)
@@ -93,14 +86,17 @@ class UserFunctionVariable(VariableTracker):
 class NestedUserFunctionVariable(UserFunctionVariable):
     """A function created by MAKE_FUNCTION while tracing (lambda, comprehension, closure).
 
-    ``closure`` is a list of CellVariables; the function object exists only as a tracker
-    and cannot escape the graph yet (returning it is a graph break).
-    """
+    ``closure`` is a list of CellVariables.  If it escapes (returned, stored, called at a
+    break) it is rebuilt with ``types.FunctionType`` from the code, globals, defaults and
+    the cells (the frame's own cells, or cells made for it)."""
 
-    def __init__(self, code, f_globals, name, defaults, kwdefaults, closure, **kwargs) -> None:
+    def __init__(self, code, f_globals, name, defaults, kwdefaults, closure, qualname=None,
+                 **kwargs) -> None:
         VariableTracker.__init__(self, mutation_type=AttributeMutationNew(), **kwargs)
         self.code, self.f_globals, self.name = code, f_globals, name
+        self.qualname = qualname or code.co_qualname
         self.defaults, self.kwdefaults, self.closure = defaults, kwdefaults, closure
+        self.trusted = False
 
     def _repr_body(self) -> str:
         return self.name
@@ -108,11 +104,17 @@ class NestedUserFunctionVariable(UserFunctionVariable):
     def as_python_constant(self):
         raise unsupported("not a constant", f"nested function {self.name}")
 
+    def identity(self):
+        return self
+
     def get_code(self):
         return self.code
 
     def get_globals(self):
         return self.f_globals
+
+    def get_name(self) -> str:
+        return self.qualname
 
     def get_defaults(self, tx):
         return list(self.defaults), dict(self.kwdefaults)
@@ -120,25 +122,116 @@ class NestedUserFunctionVariable(UserFunctionVariable):
     def get_closure_cells(self, tx):
         return list(self.closure)
 
-    def reconstruct(self, cg) -> None:
-        """``MAKE_FUNCTION`` again, with the frame's own cells as the closure."""
-        from ..bytecode.instruction import create_instruction
+    def children(self) -> list[VariableTracker]:
+        return [*self.defaults, *self.kwdefaults.values(), *self.closure]
 
-        names = [getattr(c, "name", None) for c in self.closure]
-        if (self.kwdefaults or not all(c is cg_cell for c, cg_cell in
-                                       zip(self.closure, cg.frame_cells(names), strict=True))):
-            raise unsupported("nested function escapes", f"{self.name} is returned or stored",
-                              "This function's closure or defaults cannot be rebuilt yet.")
-        flags = 0
-        if self.defaults:
-            for d in self.defaults:
-                cg.reconstruct(d)
-            cg.build(tuple, len(self.defaults))
-            flags |= 0x01
-        if self.closure:
-            for name in names:
-                cg.append(create_instruction("LOAD_CLOSURE", argval=name))
-            cg.build(tuple, len(names))
-            flags |= 0x08
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        if name in ("__name__", "__qualname__"):
+            return VariableTracker.build(tx, self.name if name == "__name__" else self.qualname)
+        if name == "__code__":
+            return VariableTracker.build(tx, self.code)
+        raise unsupported("attribute of a nested function", f"{self.name}.{name}")
+
+    def reconstruct(self, cg) -> None:
+        """``types.FunctionType(code, globals, name, defaults, closure)`` (+ keyword
+        defaults): the frame's cells are loaded with LOAD_CLOSURE, cells made while
+        tracing come from their temporaries."""
+        cg.push_null()
+        cg.load_const(types.FunctionType)
         cg.load_const(self.code)
-        cg.append(create_instruction("MAKE_FUNCTION", arg=flags))
+        cg.load_const(self.f_globals)
+        cg.load_const(self.name)
+        for d in self.defaults:
+            cg.reconstruct(d)
+        cg.build(tuple, len(self.defaults))
+        for cell in self.closure:
+            cg.reconstruct(cell)
+        cg.build(tuple, len(self.closure))
+        cg.call(5)
+        if self.kwdefaults:
+            cg.dup_top()
+            for k, v in self.kwdefaults.items():
+                cg.load_const(k)
+                cg.reconstruct(v)
+            cg.build(dict, len(self.kwdefaults))
+            cg.swap(2)
+            cg.store_attr("__kwdefaults__")
+        if self.qualname != self.code.co_qualname:
+            cg.dup_top()
+            cg.load_const(self.qualname)
+            cg.swap(2)
+            cg.store_attr("__qualname__")
+
+
+class UserMethodVariable(VariableTracker):
+    """A function bound to ``self_var`` (a method, or a classmethod bound to its class):
+    calling it calls the function with ``self_var`` first."""
+
+    def __init__(self, fn_var: VariableTracker, self_var: VariableTracker, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.fn_var, self.self_var = fn_var, self_var
+
+    def _repr_body(self) -> str:
+        return f"{self.fn_var!r} bound to {self.self_var!r}"
+
+    def python_type(self) -> type:
+        return types.MethodType
+
+    def call_function(self, tx, args, kwargs) -> VariableTracker:
+        return self.fn_var.call_function(tx, [self.self_var, *args], kwargs)
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        if name == "__func__":
+            return self.fn_var
+        if name == "__self__":
+            return self.self_var
+        return self.fn_var.var_getattr(tx, name)
+
+    def children(self) -> list[VariableTracker]:
+        return [self.fn_var, self.self_var]
+
+    def reconstruct(self, cg, fn_override=None) -> None:
+        if self.source is not None and fn_override is None:
+            cg.extend(self.source.reconstruct())
+            return
+        cg.push_null()
+        cg.load_const(types.MethodType)
+        if fn_override is not None:
+            cg.load_const(fn_override)
+        else:
+            cg.reconstruct(self.fn_var)
+        cg.reconstruct(self.self_var)
+        cg.call(2)
+
+
+class OpaqueCallableVariable(VariableTracker):
+    """A callable graphjit does not trace (``print``, C functions, skipped libraries):
+    calling it is a graph break with ``reason``."""
+
+    def __init__(self, value: Any, reason: str, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.value, self.reason = value, reason
+
+    def _repr_body(self) -> str:
+        return _qualname(self.value)
+
+    def python_type(self) -> type:
+        return type(self.value)
+
+    def as_python_constant(self):
+        return self.value
+
+    def identity(self):
+        return self.value
+
+    def call_function(self, tx, args, kwargs) -> VariableTracker:
+        name = self._repr_body()
+        raise unsupported(
+            self.reason, f"call to {name}",
+            f"graphjit does not trace into {name}; it runs in Python between graphs.",
+            ["If it is pure and tensor-free, move it out of the compiled function."],
+        )
+
+
+def is_cell(var: VariableTracker) -> bool:
+    return isinstance(var, CellVariable)

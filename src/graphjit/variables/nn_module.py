@@ -1,28 +1,61 @@
-"""``torch.nn.Module`` instances.
+"""``torch.nn.Module`` instances: user objects with module-specific knowledge.
 
-* Modules defined in ``torch.nn`` are leaves: a call becomes one ``call_module`` node
-  (the live module is registered on the graph's root, so it reads its parameters at run
-  time).  User modules are inlined: their ``forward`` is traced like any function.
-* Parameters and buffers read from user modules are ``get_attr`` nodes; submodules,
-  parameters and buffers are guarded by identity through ``_modules`` / ``_parameters`` /
-  ``_buffers`` (the dicts ``Module.__getattr__`` reads).
-* A ``forward`` patched onto the instance (``m.forward = f``) is honoured (seed 001).
+* Attributes follow the generic protocol (``object_protocol``); ``Module.__getattr__``,
+  reached when that fails, is modelled: parameters and buffers become ``get_attr`` nodes
+  guarded by identity through ``_parameters``/``_buffers``, submodules are read through
+  ``_modules``.  ``Module.__setattr__`` is modelled for plain values (an instance-dict
+  write, seed 001's patched ``forward`` included); assigning parameters, buffers or
+  submodules is a graph break.
+* A call mirrors ``Module.__call__``: a class-level ``__call__`` override is inlined;
+  the module's and the global hook dicts are guarded empty (hooks: graph break, the module
+  runs in Python with them); ``forward`` is looked up through the protocol, so an instance
+  ``forward``, even one written earlier in this trace, is what runs.
+* ``torch.nn`` modules without children whose ``forward`` is their class's own are leaves:
+  one ``call_module`` node.  Their ``training`` flag is guarded unless their forward never
+  reads it; the fake run that gives the node's metadata uses a fake copy of the module, so
+  no real buffer is updated while tracing.  Everything else (containers, user modules)
+  is inlined.
 """
 
 from __future__ import annotations
 
 import torch
-
 from torch.nn.modules import module as _module_globals
 
-from ..exc import unsupported
+from ..exc import observed, unsupported
 from ..guards.guard import GuardKind
-from ..sources import AttrSource, module_attr_source
-from .base import AttributeMutationExisting, VariableTracker
+from ..sources import AttrSource, ConstSource, module_attr_source
+from . import object_protocol as proto
+from .base import VariableTracker, register_builder
+from .constant import ConstantVariable
+from .dicts import MISSING
+from .functions import UserMethodVariable
+from .objects import UserObjectVariable
+
+_MODULE_GLOBALS = ConstSource(_module_globals, "torch.nn.modules.module")
+_GLOBAL_HOOKS = ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
+                 "_global_backward_pre_hooks")
+
+#: ``torch.nn`` leaves whose ``forward`` does not read ``self.training``.
+TRAINING_INDEPENDENT = frozenset({
+    torch.nn.Linear, torch.nn.Bilinear, torch.nn.Identity, torch.nn.Flatten, torch.nn.Unflatten,
+    torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d, torch.nn.ConvTranspose1d,
+    torch.nn.ConvTranspose2d, torch.nn.ConvTranspose3d, torch.nn.ReLU, torch.nn.ReLU6,
+    torch.nn.GELU, torch.nn.SiLU, torch.nn.Mish, torch.nn.Tanh, torch.nn.Sigmoid,
+    torch.nn.Softmax, torch.nn.LogSoftmax, torch.nn.LeakyReLU, torch.nn.ELU, torch.nn.Softplus,
+    torch.nn.Hardtanh, torch.nn.Hardswish, torch.nn.Hardsigmoid, torch.nn.PReLU,
+    torch.nn.LayerNorm, torch.nn.GroupNorm, torch.nn.RMSNorm, torch.nn.Embedding,
+    torch.nn.MaxPool1d, torch.nn.MaxPool2d, torch.nn.MaxPool3d, torch.nn.AvgPool1d,
+    torch.nn.AvgPool2d, torch.nn.AvgPool3d, torch.nn.AdaptiveAvgPool1d, torch.nn.AdaptiveAvgPool2d,
+    torch.nn.AdaptiveAvgPool3d, torch.nn.AdaptiveMaxPool1d, torch.nn.AdaptiveMaxPool2d,
+    torch.nn.Upsample, torch.nn.PixelShuffle, torch.nn.ZeroPad2d, torch.nn.ConstantPad1d,
+    torch.nn.ConstantPad2d,
+})
 
 
 def is_leaf_module(module: torch.nn.Module) -> bool:
-    return type(module).__module__.startswith("torch.nn.")
+    """A ``torch.nn`` module with no children (Linear, Dropout, BatchNorm...)."""
+    return type(module).__module__.startswith("torch.nn.") and not module._modules
 
 
 def has_hooks(module: torch.nn.Module) -> bool:
@@ -35,95 +68,152 @@ def has_hooks(module: torch.nn.Module) -> bool:
                 or mod._global_backward_pre_hooks)
 
 
-class NNModuleVariable(VariableTracker):
+class NNModuleVariable(UserObjectVariable):
     """An ``nn.Module`` that existed before tracing."""
 
-    def __init__(self, module: torch.nn.Module, **kwargs) -> None:
-        super().__init__(mutation_type=AttributeMutationExisting(), **kwargs)
-        self.module = module
-
-    def _repr_body(self) -> str:
-        return type(self.module).__qualname__
-
-    def python_type(self) -> type:
-        return type(self.module)
-
-    def as_python_constant(self):
-        return self.module
-
     def _hint(self, name: str = "") -> str:
-        base = self.source.display() if self.source is not None else type(self.module).__name__
+        base = self.source.display() if self.source is not None else type(self.value).__name__
         return f"{base}_{name}" if name else base
 
-    def var_getattr(self, tx, name: str) -> VariableTracker:
-        m = self.module
-        d = m.__dict__
-        src = self.source
-        if name in d:
-            return VariableTracker.build(tx, d[name], AttrSource(src, name) if src else None)
-        for kind in ("_parameters", "_buffers"):
-            table = d.get(kind, {})
-            if name in table:
-                value = table[name]
-                if value is None:
-                    return VariableTracker.build(tx, None)
-                if src is not None:
-                    tx.output.add_guard(module_attr_source(src, name, kind), GuardKind.ID_MATCH, value)
-                return tx.output.get_attr_tensor(value, self._hint(name), None)
-        if name in d.get("_modules", {}):
-            sub = d["_modules"][name]
-            sub_src = module_attr_source(src, name, "_modules") if src else None
-            return VariableTracker.build(tx, sub, sub_src)
-        cls_attr = _class_attr(type(m), name)
-        if cls_attr is _MISSING:
-            raise unsupported("missing module attribute", f"{type(m).__qualname__}.{name}")
-        if isinstance(cls_attr, property):
-            fget = VariableTracker.build(tx, cls_attr.fget)
-            return fget.call_function(tx, [self], {})
-        if callable(cls_attr) and hasattr(cls_attr, "__get__") and not isinstance(cls_attr, type):
-            from .misc import BoundUserMethodVariable
+    def as_python_constant(self):
+        return self.value
 
-            return BoundUserMethodVariable(VariableTracker.build(tx, cls_attr), self)
-        return VariableTracker.build(tx, cls_attr)
+    # -- Module.__getattr__ ---------------------------------------------------------------
+    def getattr_fallback(self, tx, name: str, getattr_fn) -> VariableTracker:
+        if getattr_fn is not torch.nn.Module.__getattr__:
+            return super().getattr_fallback(tx, name, getattr_fn)
+        m, src = self.value, self.source
+        d = m.__dict__
+        for kind in ("_parameters", "_buffers"):
+            table = d.get(kind)
+            if table is not None and name in table:
+                value = table[name]
+                item_src = module_attr_source(src, name, kind) if src is not None else None
+                if value is None:
+                    if item_src is not None:
+                        tx.output.add_guard(item_src, GuardKind.CONSTANT_MATCH, None)
+                    return ConstantVariable(None)
+                if item_src is not None:
+                    tx.output.add_guard(item_src, GuardKind.ID_MATCH, value)
+                return tx.output.get_attr_tensor(value, self._hint(name), None)
+        modules = d.get("_modules")
+        if modules is not None and name in modules:
+            sub_src = module_attr_source(src, name, "_modules") if src is not None else None
+            return VariableTracker.build(tx, modules[name], sub_src)
+        raise observed(AttributeError, f"'{type(m).__name__}' object has no attribute '{name}'")
+
+    # -- Module.__setattr__ / __delattr__ ------------------------------------------------
+    def store_attr(self, tx, name: str, value: VariableTracker) -> None:
+        if proto.type_attr_raw(self.cls, "__setattr__") is not torch.nn.Module.__setattr__:
+            return super().store_attr(tx, name, value)
+        d = self.value.__dict__
+        if value.python_type() is torch.nn.Parameter or isinstance(value, NNModuleVariable) or any(
+                name in d.get(kind, ()) for kind in ("_parameters", "_buffers", "_modules")):
+            raise unsupported("assigning a parameter, buffer or submodule", f"{self._hint(name)} = ...",
+                              "Module.__setattr__ updates the module's registries; this runs in Python.")
+        proto.generic_setattr(tx, self, name, value)
+
+    def del_attr(self, tx, name: str) -> None:
+        if proto.type_attr_raw(self.cls, "__delattr__") is not torch.nn.Module.__delattr__:
+            return super().del_attr(tx, name)
+        d = self.value.__dict__
+        if any(name in d.get(kind, ()) for kind in ("_parameters", "_buffers", "_modules")):
+            raise unsupported("deleting a parameter, buffer or submodule", f"del {self._hint(name)}")
+        proto.generic_delattr(tx, self, name)
+
+    # -- containers -----------------------------------------------------------------------
+    def _child(self, tx, key: str) -> VariableTracker:
+        sub_src = module_attr_source(self.source, key, "_modules") if self.source is not None else None
+        return VariableTracker.build(tx, self.value._modules[key], sub_src)
+
+    def _container_keys(self, tx) -> list[str]:
+        if self.source is not None:
+            tx.output.add_guard(AttrSource(self.source, "_modules"), GuardKind.DICT_KEYS, self.value._modules)
+        return list(self.value._modules)
 
     def unpack(self, tx) -> list[VariableTracker]:
-        m = self.module
+        m = self.value
         if isinstance(m, (torch.nn.ModuleList, torch.nn.Sequential)):
-            return [self.var_getattr(tx, key) for key in m._modules]
+            return [self._child(tx, key) for key in self._container_keys(tx)]
         if isinstance(m, torch.nn.ModuleDict):
-            from .constant import ConstantVariable
-
-            return [ConstantVariable(key) for key in m._modules]
-        raise unsupported("cannot iterate", f"iteration over {type(m).__qualname__}")
-
-    def call_function(self, tx, args, kwargs) -> VariableTracker:
-        m = self.module
-        if has_hooks(m):
-            raise unsupported("module hooks", f"{type(m).__qualname__} has forward/backward hooks",
-                              "Module hooks are not traced yet; the frame runs in Python.")
-        if type(m).__call__ is not torch.nn.Module.__call__:
-            raise unsupported("custom Module.__call__", type(m).__qualname__)
-        if "forward" in m.__dict__:  # patched on the instance (seed 001)
-            fwd = self.var_getattr(tx, "forward")
-            return fwd.call_function(tx, args, kwargs)
-        if is_leaf_module(m):
-            target = tx.output.add_attr(m, self._hint())
-            return tx.output.call(tx, "call_module", target, list(args), dict(kwargs))
-        forward = VariableTracker.build(tx, type(m).forward)
-        return forward.call_function(tx, [self, *args], kwargs)
+            return [ConstantVariable(key) for key in self._container_keys(tx)]
+        return super().unpack(tx)
 
     def call_method(self, tx, name, args, kwargs) -> VariableTracker:
-        if name == "forward" and "forward" not in self.module.__dict__ and is_leaf_module(self.module):
-            target = tx.output.add_attr(self.module, self._hint())
-            return tx.output.call(tx, "call_module", target, list(args), dict(kwargs))
-        return self.var_getattr(tx, name).call_function(tx, args, kwargs)
+        m = self.value
+        containers = (torch.nn.ModuleList, torch.nn.Sequential, torch.nn.ModuleDict)
+        if isinstance(m, containers) and type(m).__getitem__ is type(m).__mro__[1].__getitem__ \
+                or type(m) in containers:
+            if name == "__len__" and not args:
+                return ConstantVariable(len(self._container_keys(tx)))
+            if name == "__getitem__" and len(args) == 1:
+                return self._getitem(tx, args[0].as_python_constant())
+            if name == "__iter__" and not args:
+                return tx.make_iterator(self)
+            if name == "__contains__" and isinstance(m, torch.nn.ModuleDict):
+                return ConstantVariable(args[0].as_python_constant() in self._container_keys(tx))
+        return super().call_method(tx, name, args, kwargs)
+
+    def _getitem(self, tx, idx) -> VariableTracker:
+        m = self.value
+        keys = self._container_keys(tx)
+        if isinstance(m, (torch.nn.ModuleList, torch.nn.Sequential)):
+            if isinstance(idx, slice):
+                raise unsupported("slicing a module container", f"{type(m).__name__}[{idx}]")
+            if not -len(keys) <= idx < len(keys):
+                raise observed(IndexError, f"index {idx} is out of range")
+            return self._child(tx, keys[idx])
+        if isinstance(m, torch.nn.ModuleDict):
+            if idx not in keys:
+                raise observed(KeyError, idx)
+            return self._child(tx, idx)
+        raise unsupported("module subscript", f"{type(m).__qualname__}[{idx!r}]")
+
+    # -- calls ----------------------------------------------------------------------------
+    def call_function(self, tx, args, kwargs) -> VariableTracker:
+        m = self.value
+        call = proto.type_attr_raw(self.cls, "__call__")
+        if call is not torch.nn.Module.__call__:
+            return self.var_getattr(tx, "__call__").call_function(tx, args, kwargs)
+        self._guard_no_hooks(tx)
+        if m.__dict__.get("_compiled_call_impl") is not None:
+            raise unsupported("module compiled with Module.compile()", type(m).__qualname__)
+        forward = self.var_getattr(tx, "forward")
+        if self._is_leaf_call(forward):
+            return self._call_leaf(tx, args, kwargs)
+        return forward.call_function(tx, args, kwargs)
+
+    def _guard_no_hooks(self, tx) -> None:
+        m = self.value
+        if self.source is not None:
+            tx.output.add_guard(self.source, GuardKind.MODULE_HOOKS)
+        for name in _GLOBAL_HOOKS:
+            tx.output.add_guard(AttrSource(_MODULE_GLOBALS, name), GuardKind.EMPTY)
+        if has_hooks(m):
+            raise unsupported("module hooks", f"{type(m).__qualname__} has forward/backward hooks",
+                              "Module hooks are not traced yet; this module call runs in Python.")
+
+    def _is_leaf_call(self, forward: VariableTracker) -> bool:
+        m = self.value
+        return (is_leaf_module(m) and isinstance(forward, UserMethodVariable)
+                and forward.fn_var.as_python_constant() is proto.type_attr_raw(type(m), "forward"))
+
+    def _call_leaf(self, tx, args, kwargs) -> VariableTracker:
+        m = self.value
+        if type(m) not in TRAINING_INDEPENDENT and self.source is not None:
+            tx.output.add_guard(AttrSource(self.source, "training"), GuardKind.CONSTANT_MATCH, m.training)
+        tx.output.leaf_modules.append((m, self.source))
+        target = tx.output.add_attr(m, self._hint())
+        return tx.output.call(tx, "call_module", target, list(args), dict(kwargs))
 
 
-_MISSING = object()
+@register_builder(torch.nn.Module)
+def _build_module(tx, value, source):
+    if source is not None:
+        tx.output.add_guard(source, GuardKind.ID_MATCH, value)
+    else:
+        source = ConstSource(value, f"<{type(value).__qualname__} module>")
+    return NNModuleVariable(value, source=source)
 
 
-def _class_attr(cls: type, name: str):
-    for klass in cls.__mro__:
-        if name in klass.__dict__:
-            return klass.__dict__[name]
-    return _MISSING
+__all__ = ["NNModuleVariable", "is_leaf_module", "has_hooks", "MISSING"]

@@ -1,12 +1,35 @@
-"""Tuples, lists and slices whose items are trackers."""
+"""Tuples, lists and slices whose items are trackers.
+
+A list created while tracing (``ValueMutationNew``) is mutated freely and rebuilt only if
+it escapes.  A list that existed before (``ValueMutationExisting``) has its mutations
+recorded in the side-effect log and replayed after the graph: ``append``/``clear`` as
+direct calls, anything else as ``lst[:] = [...]`` (seed 002).  A pre-existing list is lazy:
+its items, and the guard on its length, materialize only when the list is consumed, so
+a list that is only appended to is guarded by type alone.
+
+Comparisons of items (``in``, ``index``, ``count``, ``remove``, ``==``) run the
+``polyfills.builtins`` versions through the tracer, so an item that is a tensor compares
+as CPython compares it (``3 in [tensor([3.])]`` is a data-dependent branch, not False).
+"""
 
 from __future__ import annotations
 
 import operator
+from typing import Any
 
-from ..exc import unsupported
-from .base import ValueMutationNew, VariableTracker
-from .constant import ConstantVariable
+from ..exc import observed, unsupported
+from ..guards.guard import GuardKind
+from ..polyfills import builtins as poly
+from ..sources import GetItemSource
+from .base import (
+    MethodVariable,
+    ValueMutationExisting,
+    ValueMutationNew,
+    VariableTracker,
+    register_builder,
+    register_builder_predicate,
+)
+from .constant import ConstantVariable, is_constant_value
 
 
 class BaseSequenceVariable(VariableTracker):
@@ -46,31 +69,41 @@ class BaseSequenceVariable(VariableTracker):
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
         if callable(getattr(self.seq_type, name, None)):
-            from .functions import BoundMethodVariable
+            return MethodVariable(self, name)
+        raise observed(AttributeError, f"'{self.seq_type.__name__}' object has no attribute '{name}'")
 
-            return BoundMethodVariable(self, name)
-        return super().var_getattr(tx, name)
+    def has_attr(self, tx, name: str) -> bool:
+        return hasattr(self.python_type(), name)
 
     def getitem(self, tx, index: VariableTracker) -> VariableTracker:
         idx = index.as_python_constant()
         if isinstance(idx, slice):
-            return type(self)(self.items[idx], **self._new_kwargs())
+            return self.new_like(self.items[idx])
         try:
             return self.items[operator.index(idx)]
         except IndexError:
-            raise unsupported("index out of range", f"{self!r}[{idx!r}]") from None
+            raise observed(IndexError, f"{self.seq_type.__name__} index out of range") from None
+        except TypeError:
+            raise observed(TypeError, f"{self.seq_type.__name__} indices must be integers or "
+                                      f"slices, not {type(idx).__name__}") from None
 
-    def _new_kwargs(self) -> dict:
-        return {}
+    def new_like(self, items: list[VariableTracker]) -> "BaseSequenceVariable":
+        """A new sequence of this kind holding ``items``."""
+        return type(self)(items)
 
     def call_method(self, tx, name: str, args: list, kwargs: dict) -> VariableTracker:
         if name == "__len__" and not args:
             return ConstantVariable(len(self.items))
         if name == "__getitem__" and len(args) == 1:
             return self.getitem(tx, args[0])
-        if name in ("index", "count") and all(a.is_python_constant() for a in args):
-            return ConstantVariable(getattr(self.as_python_constant(), name)(
-                *[a.as_python_constant() for a in args]))
+        if name == "__contains__" and len(args) == 1:
+            return tx.inline_polyfill(poly.sequence_contains, [self, args[0]])
+        if name == "index" and args and not kwargs:
+            return tx.inline_polyfill(poly.sequence_index, [self, *args])
+        if name == "count" and len(args) == 1:
+            return tx.inline_polyfill(poly.sequence_count, [self, args[0]])
+        if name == "__iter__" and not args:
+            return tx.make_iterator(self)
         raise unsupported("unsupported sequence method", f"{self.seq_type.__name__}.{name}")
 
     def reconstruct(self, cg) -> None:
@@ -91,9 +124,6 @@ class TupleVariable(BaseSequenceVariable):
     def __init__(self, items, namedtuple_cls: type | None = None, **kwargs) -> None:
         super().__init__(items, **kwargs)
         self.namedtuple_cls = namedtuple_cls
-
-    def _new_kwargs(self) -> dict:
-        return {}
 
     def python_type(self) -> type:
         return self.namedtuple_cls or tuple
@@ -120,19 +150,13 @@ class TupleVariable(BaseSequenceVariable):
         if cls is None or self.source is not None:
             return super().reconstruct(cg)
         cg.push_null()
-        cg.load_const_object(cls._make if hasattr(cls, "_make") else cls)
+        cg.load_const(cls._make if hasattr(cls, "_make") else cls)
         super().reconstruct(cg)
         cg.call(1)
 
 
 class ListVariable(BaseSequenceVariable):
-    """A list.  Lists built during tracing are ``ValueMutationNew``; mutations of a list
-    that existed before are recorded in the side effects and replayed.
-
-    A pre-existing list may be *lazy* (seed 002): its items, and the guard on its length,
-    are only materialized when the list is consumed.  ``append`` and ``clear`` on a lazy
-    list do not consume it, so a list that is only appended to is guarded by type alone
-    and its untouched contents never enter the guards."""
+    """A list; see the module docstring for new vs pre-existing lists and laziness."""
 
     seq_type = list
 
@@ -157,56 +181,110 @@ class ListVariable(BaseSequenceVariable):
     def children(self) -> list[VariableTracker]:
         return list(self._appended) if self._lazy is not None else list(self.items)
 
-    def _new_kwargs(self) -> dict:
-        return {}
+    def new_like(self, items):
+        return ListVariable(items)
 
-    def _check_mutable(self, what: str, tx=None, item=None) -> None:
-        """New lists mutate freely; a pre-existing list's mutation is recorded for replay."""
+    def _mutate(self, tx, op: str, item: VariableTracker | None = None) -> None:
+        """New lists mutate freely; a pre-existing list's mutation is logged for replay."""
         if isinstance(self.mutation_type, ValueMutationNew):
             return
-        if tx is None or self.source is None:
-            raise unsupported("mutation of a pre-existing list", f"list.{what} on {self!r}")
-        tx.output.side_effects.list_mutation(self, what, item)
+        if self.source is None:
+            raise unsupported("mutation of a list without a source", f"list.{op} on {self!r}",
+                              "This list existed before the call but cannot be reloaded to replay it.")
+        tx.output.side_effects.list_mutation(self, op, item)
 
     def call_method(self, tx, name: str, args: list, kwargs: dict) -> VariableTracker:
-        if name == "append" and len(args) == 1:
-            self._check_mutable(name, tx, args[0])
-            (self._appended if self._lazy is not None else self.items).append(args[0])
-            return ConstantVariable(None)
-        if name == "extend" and len(args) == 1:
-            self._check_mutable(name, tx)
-            self.items.extend(args[0].unpack(tx))
-            return ConstantVariable(None)
-        if name == "insert" and len(args) == 2:
-            self._check_mutable(name, tx)
-            self.items.insert(args[0].as_python_constant(), args[1])
-            return ConstantVariable(None)
-        if name == "pop" and len(args) <= 1:
-            self._check_mutable(name, tx)
-            idx = args[0].as_python_constant() if args else -1
-            return self.items.pop(idx)
-        if name == "reverse" and not args:
-            self._check_mutable(name, tx)
-            self.items.reverse()
-            return ConstantVariable(None)
-        if name == "clear" and not args:
-            self._check_mutable(name, tx)
-            if self._lazy is not None:
-                self._cleared, self._appended = True, []
-            else:
-                self.items.clear()
-            return ConstantVariable(None)
-        if name == "copy" and not args:
-            return ListVariable(list(self.items))
+        handler = _LIST_METHODS.get(name)
+        if handler is not None and not kwargs:
+            result = handler(self, tx, *args)
+            return ConstantVariable(None) if result is None else result
+        if name == "sort":
+            return self._sort(tx, args, kwargs)
         return super().call_method(tx, name, args, kwargs)
 
+    # -- methods (CPython's list methods, on trackers) -------------------------------------
+    def _append(self, tx, item):
+        self._mutate(tx, "append", item)
+        (self._appended if self._lazy is not None else self.items).append(item)
+
+    def _clear(self, tx):
+        self._mutate(tx, "clear")
+        if self._lazy is not None:
+            self._cleared, self._appended = True, []
+        else:
+            self.items.clear()
+
+    def _extend(self, tx, other):
+        new = other.unpack(tx)
+        self._mutate(tx, "extend")
+        self.items.extend(new)
+
+    def _insert(self, tx, index, item):
+        self._mutate(tx, "insert")
+        self.items.insert(index.as_python_constant(), item)
+
+    def _pop(self, tx, index=None):
+        idx = -1 if index is None else index.as_python_constant()
+        if not self.items:
+            raise observed(IndexError, "pop from empty list")
+        if not -len(self.items) <= idx < len(self.items):
+            raise observed(IndexError, "pop index out of range")
+        self._mutate(tx, "pop")
+        return self.items.pop(idx)
+
+    def _remove(self, tx, item):
+        index = tx.inline_polyfill(poly.sequence_index, [self, item]).as_python_constant()
+        self._mutate(tx, "remove")
+        del self.items[index]
+
+    def _reverse(self, tx):
+        self._mutate(tx, "reverse")
+        self.items.reverse()
+
+    def _copy(self, tx):
+        return ListVariable(list(self.items))
+
+    def _iadd(self, tx, other):
+        self._extend(tx, other)
+        return self
+
+    def _sort(self, tx, args, kwargs) -> VariableTracker:
+        if args or set(kwargs) - {"reverse"} or not all(i.is_python_constant() for i in self.items):
+            raise unsupported("list.sort of non-constants or with a key",
+                              "sorting needs the values in Python")
+        reverse = kwargs["reverse"].as_python_constant() if "reverse" in kwargs else False
+        order = sorted(range(len(self.items)), key=lambda i: self.items[i].as_python_constant(),
+                       reverse=reverse)
+        self._mutate(tx, "sort")
+        self.items[:] = [self.items[i] for i in order]
+        return ConstantVariable(None)
+
     def setitem(self, tx, index: VariableTracker, value: VariableTracker) -> None:
-        self._check_mutable("__setitem__", tx)
         idx = index.as_python_constant()
         if isinstance(idx, slice):
-            self.items[idx] = value.unpack(tx)
-        else:
-            self.items[idx] = value
+            new = value.unpack(tx)
+            self._mutate(tx, "__setitem__")
+            self.items[idx] = new
+            return
+        if not -len(self.items) <= idx < len(self.items):
+            raise observed(IndexError, "list assignment index out of range")
+        self._mutate(tx, "__setitem__")
+        self.items[idx] = value
+
+    def delitem(self, tx, index: VariableTracker) -> None:
+        idx = index.as_python_constant()
+        if not isinstance(idx, slice) and not -len(self.items) <= idx < len(self.items):
+            raise observed(IndexError, "list assignment index out of range")
+        self._mutate(tx, "__delitem__")
+        del self.items[idx]
+
+
+_LIST_METHODS = {
+    "append": ListVariable._append, "clear": ListVariable._clear, "extend": ListVariable._extend,
+    "insert": ListVariable._insert, "pop": ListVariable._pop, "remove": ListVariable._remove,
+    "reverse": ListVariable._reverse, "copy": ListVariable._copy, "__iadd__": ListVariable._iadd,
+    "__setitem__": ListVariable.setitem, "__delitem__": ListVariable.delitem,
+}
 
 
 class SliceVariable(VariableTracker):
@@ -234,81 +312,49 @@ class SliceVariable(VariableTracker):
         cg.build(slice, 3)
 
 
-class DictVariable(VariableTracker):
-    """A dict with constant keys (``**kwargs``, dict literals).  Dicts built while tracing
-    may be mutated; input dicts are read-only for now."""
+def _item_sources(source, n: int) -> list:
+    return [GetItemSource(source, i) if source is not None else None for i in range(n)]
 
-    def __init__(self, items: dict, mutation_type=None, **kwargs) -> None:
-        super().__init__(mutation_type=mutation_type or ValueMutationNew(), **kwargs)
-        self.items = dict(items)
 
-    def _repr_body(self) -> str:
-        return ", ".join(f"{k!r}: {v!r}" for k, v in self.items.items())
+def _is_named_tuple(value: Any) -> bool:
+    cls = type(value)
+    return cls is not tuple and isinstance(value, tuple) and (
+        hasattr(cls, "_fields") or hasattr(cls, "n_fields"))
 
-    def python_type(self) -> type:
-        return dict
 
-    def children(self) -> list[VariableTracker]:
-        return list(self.items.values())
+@register_builder_predicate(_is_named_tuple)
+def _build_named_tuple(tx, value: Any, source):
+    return _build_tuple(tx, value, source)
 
-    def as_python_constant(self):
-        return {k: v.as_python_constant() for k, v in self.items.items()}
 
-    def unpack(self, tx) -> list[VariableTracker]:
-        return [ConstantVariable(k) for k in self.items]
+@register_builder(tuple, exact=True)
+def _build_tuple(tx, value: Any, source):
+    cls = type(value)
+    named = cls if cls is not tuple else None
+    if is_constant_value(value) and named is None:
+        return ConstantVariable(value, source=source) if source is None else \
+            _constant_guarded(tx, value, source)
+    if source is not None:
+        tx.output.add_guard(source, GuardKind.LENGTH_CHECK if named is None else GuardKind.TYPE_MATCH,
+                            value if named is None else cls)
+    items = [VariableTracker.build(tx, v, s) for v, s in zip(value, _item_sources(source, len(value)))]
+    return TupleVariable(items, namedtuple_cls=named, source=source)
 
-    def truthiness(self, tx) -> bool:
-        return bool(self.items)
 
-    def var_getattr(self, tx, name: str) -> VariableTracker:
-        if callable(getattr(dict, name, None)):
-            from .functions import BoundMethodVariable
+def _constant_guarded(tx, value, source):
+    tx.output.add_guard(source, GuardKind.CONSTANT_MATCH, value)
+    return ConstantVariable(value, source=source)
 
-            return BoundMethodVariable(self, name)
-        return super().var_getattr(tx, name)
 
-    def getitem(self, tx, index: VariableTracker) -> VariableTracker:
-        key = index.as_python_constant()
-        if key not in self.items:
-            raise unsupported("KeyError", f"{key!r}", "Running eagerly so Python raises KeyError.")
-        return self.items[key]
+@register_builder(list, exact=True)
+def _build_list(tx, value: list, source):
+    def realize():
+        if source is not None:
+            tx.output.add_guard(source, GuardKind.LENGTH_CHECK, value)
+        return [VariableTracker.build(tx, v, s) for v, s in zip(value, _item_sources(source, len(value)))]
 
-    def _check_mutable(self, what: str) -> None:
-        if not isinstance(self.mutation_type, ValueMutationNew):
-            raise unsupported("mutation of a pre-existing dict", f"dict.{what}",
-                              "Replaying mutations of input dicts is not supported yet.")
-
-    def setitem(self, tx, index: VariableTracker, value: VariableTracker) -> None:
-        self._check_mutable("__setitem__")
-        self.items[index.as_python_constant()] = value
-
-    def call_method(self, tx, name: str, args: list, kwargs: dict) -> VariableTracker:
-        if name == "__getitem__" and len(args) == 1:
-            return self.getitem(tx, args[0])
-        if name == "get" and 1 <= len(args) <= 2:
-            key = args[0].as_python_constant()
-            return self.items.get(key, args[1] if len(args) == 2 else ConstantVariable(None))
-        if name == "keys" and not args:
-            return TupleVariable([ConstantVariable(k) for k in self.items])
-        if name == "values" and not args:
-            return TupleVariable(list(self.items.values()))
-        if name == "items" and not args:
-            return TupleVariable([TupleVariable([ConstantVariable(k), v]) for k, v in self.items.items()])
-        if name == "__contains__" and len(args) == 1:
-            return ConstantVariable(args[0].as_python_constant() in self.items)
-        if name == "update" and len(args) == 1 and isinstance(args[0], DictVariable) and not kwargs:
-            self._check_mutable(name)
-            self.items.update(args[0].items)
-            return ConstantVariable(None)
-        if name == "__len__":
-            return ConstantVariable(len(self.items))
-        raise unsupported("unsupported dict method", f"dict.{name}")
-
-    def reconstruct(self, cg) -> None:
-        if self.source is not None:
-            cg.extend(self.source.reconstruct())
-            return
-        for k, v in self.items.items():
-            cg.load_const(k)
-            cg.reconstruct(v)
-        cg.build(dict, len(self.items))
+    if source is not None:
+        tx.output.add_guard(source, GuardKind.TYPE_MATCH, list)
+    # it existed before the call: never "new", even without a source (then its mutation
+    # cannot be replayed and is a graph break).  Lazy: see ListVariable.
+    return ListVariable(None, mutation_type=ValueMutationExisting(), source=source, lazy=realize)

@@ -14,7 +14,7 @@ import torch
 import torch.fx
 
 from ..exc import unsupported
-from .base import VariableTracker
+from .base import MethodVariable, VariableTracker, check_constant_args, register_builder
 from .constant import ConstantVariable
 
 #: Tensor attributes that are trace-time constants, read from the fake tensor.
@@ -91,6 +91,10 @@ class TensorVariable(VariableTracker):
     def is_tensor(self) -> bool:
         return True
 
+    def identity(self):
+        """Trackers of one tensor share its node (in-place ops return their input's tracker)."""
+        return self.node
+
     def truthiness(self, tx) -> bool:
         raise unsupported(
             "data-dependent branch",
@@ -130,10 +134,11 @@ class TensorVariable(VariableTracker):
             raise unsupported("autograd attribute", f"Tensor.{name}",
                               "Reading autograd state is not traced yet.")
         if callable(getattr(torch.Tensor, name, None)):
-            from .functions import BoundMethodVariable
-
-            return BoundMethodVariable(self, name)
+            return MethodVariable(self, name)
         raise unsupported("unsupported tensor attribute", f"Tensor.{name}")
+
+    def has_attr(self, tx, name: str) -> bool:
+        return hasattr(self.example_value, name)
 
     def call_method(self, tx, name: str, args: list, kwargs: dict) -> VariableTracker:
         if name in DATA_DEPENDENT_METHODS:
@@ -144,11 +149,16 @@ class TensorVariable(VariableTracker):
             )
         self._note_metadata(name)
         if name in CONSTANT_METHODS:
-            consts = [a.as_python_constant() for a in args]
-            kconsts = {k: v.as_python_constant() for k, v in kwargs.items()}
+            consts, kconsts = check_constant_args(f"Tensor.{name}", args, kwargs)
             return VariableTracker.build(tx, getattr(self.example_value, name)(*consts, **kconsts))
-        if name == "type" and not args and not kwargs:
-            return ConstantVariable(self.example_value.type())
+        if name == "type":
+            return self._type(tx, args, kwargs)
+        if name == "new" and len(args) == 1 and not kwargs and args[0].is_python_constant() \
+                and isinstance(args[0].as_python_constant(), torch.Size):
+            # ``x.new(Size)`` makes an uninitialized tensor of that size; an fx argument
+            # Size would become a plain tuple (``x.new((5, 8))`` holds the values 5 and 8)
+            size = tuple(args[0].as_python_constant())
+            return tx.output.call(tx, "call_method", "new_empty", [self, ConstantVariable(size)], {})
         if name in ("__getitem__",):
             return tx.output.call(tx, "call_function", operator.getitem, [self, *args], {})
         if name in ("__setitem__",):
@@ -156,3 +166,24 @@ class TensorVariable(VariableTracker):
         if not callable(getattr(torch.Tensor, name, None)):
             raise unsupported("unsupported tensor method", f"Tensor.{name}")
         return tx.output.call(tx, "call_method", name, [self, *args], kwargs)
+
+    def _type(self, tx, args, kwargs) -> VariableTracker:
+        """``x.type()`` (a string) or ``x.type(T)``: a legacy tensor-type class such as
+        ``torch.HalfTensor`` becomes its dtype (a class cannot be written in graph code)."""
+        if not args and not kwargs:
+            return ConstantVariable(self.example_value.type())
+        target = args[0].as_python_constant() if args else kwargs["dtype"].as_python_constant()
+        if isinstance(target, type) and isinstance(getattr(target, "dtype", None), torch.dtype):
+            if getattr(target, "is_cuda", False):
+                raise unsupported("Tensor.type to a CUDA tensor type", repr(target))
+            target = target.dtype
+        return tx.output.call(tx, "call_method", "type", [self, ConstantVariable(target)], {})
+
+
+@register_builder(torch.Tensor)
+def _build_tensor(tx, value, source):
+    if source is None:
+        return tx.output.get_attr_tensor(value, "const_tensor", None)
+    var = tx.output.add_input(value, source)
+    var.class_type = type(value)
+    return var

@@ -11,8 +11,10 @@ from typing import Any
 import torch
 
 from ..exc import unsupported
-from .base import VariableTracker
+from ..guards.guard import GlobalQuery, GuardKind
+from .base import VariableTracker, call_python, register_builder_by_id
 from .constant import ConstantVariable
+from .grad_mode import GradModeVariable
 
 
 def _compiling_flags() -> set:
@@ -27,13 +29,19 @@ def _compiling_flags() -> set:
     return flags
 
 
-#: Folded by calling them at trace time: pure functions of metadata or global state that
-#: is guarded (grad mode, default dtype).
+#: Folded by calling them at trace time: pure functions of their arguments' metadata.
 CONSTANT_FOLD = {
-    torch.is_tensor, torch.is_floating_point, torch.is_complex, torch.get_default_dtype,
-    torch.is_grad_enabled, torch.is_inference_mode_enabled, torch.finfo, torch.iinfo,
-    torch.device, torch.Size, torch.is_storage, torch.numel, torch._C._get_tracing_state,
-    torch.jit.is_scripting, torch.jit.is_tracing, torch.is_autocast_enabled,
+    torch.is_tensor, torch.is_floating_point, torch.is_complex, torch.finfo, torch.iinfo,
+    torch.device, torch.Size, torch.is_storage, torch.numel, torch.jit.is_scripting,
+}
+
+#: Queries of global state: folded, and the answer guarded (``fn(*args) == answer`` is
+#: checked on every call, so a change recompiles).
+GLOBAL_QUERIES = {
+    torch.is_inference_mode_enabled, torch.is_autocast_enabled, torch.get_autocast_dtype,
+    torch.autograd._profiler_enabled, torch.are_deterministic_algorithms_enabled,
+    torch.is_deterministic_algorithms_warn_only_enabled, torch.get_default_dtype,
+    torch._C._get_tracing_state, torch.jit.is_tracing, torch._C._is_any_autocast_enabled,
 }
 
 #: Refused: they act outside the graph.
@@ -76,17 +84,19 @@ class TorchFunctionVariable(VariableTracker):
                 "skipped torch function", f"{self._repr_body()} ({SKIPPED[fn]})",
                 "This function acts outside the graph, so it runs in Python between graphs.")
         if fn in (torch.no_grad, torch.enable_grad) and not args and not kwargs:
-            from .misc import GradModeVariable
-
             return GradModeVariable(fn is torch.enable_grad)
         if fn is torch.set_grad_enabled and len(args) == 1 and args[0].is_python_constant():
-            from .misc import GradModeVariable
-
             ctx = GradModeVariable(bool(args[0].as_python_constant()))
             ctx.enter(tx)  # like torch.set_grad_enabled(b): the mode changes at the call
             ctx.entered = True
             return ctx
         consts = all(a.is_python_constant() for a in [*args, *kwargs.values()])
+        if fn in GLOBAL_QUERIES and consts and not kwargs:
+            cargs = tuple(a.as_python_constant() for a in args)
+            result = call_python(self._repr_body(), fn, *cargs)
+            tx.output.add_guard(None, GuardKind.GLOBAL_STATE,
+                                GlobalQuery(getattr(fn, "__name__", "query"), fn, cargs, result))
+            return VariableTracker.build(tx, result)
         if fn in CONSTANT_FOLD:
             if consts:
                 return VariableTracker.build(tx, fn(*[a.as_python_constant() for a in args],
@@ -118,7 +128,7 @@ def is_torch_callable(value: Any) -> bool:
     """Does ``value`` belong to torch's API (so it is recorded rather than inlined)?"""
     try:
         plain = unwrap_torch(value)
-        if plain in CONSTANT_FOLD or plain in SKIPPED or plain in _compiling_flags():
+        if plain in CONSTANT_FOLD or plain in SKIPPED or plain in GLOBAL_QUERIES or plain in _compiling_flags():
             return True
     except TypeError:  # unhashable
         return False
@@ -138,3 +148,16 @@ def is_torch_callable(value: Any) -> bool:
     if isinstance(self_obj, type(torch)) and self_obj.__name__.startswith("torch"):
         return True
     return isinstance(value, torch._ops.OpOverload | torch._ops.OpOverloadPacket)
+
+
+_GRAD_MODE_FACTORIES = (torch.no_grad, torch.enable_grad, torch.set_grad_enabled)
+#: torch classes whose instances are trace-time constants (calling them is folded)
+_TORCH_VALUE_CLASSES = (torch.finfo, torch.iinfo, torch.device, torch.Size)
+
+
+@register_builder_by_id(*_GRAD_MODE_FACTORIES, *_TORCH_VALUE_CLASSES)
+def _build_torch_class(tx, value, source):
+    if source is not None:
+        tx.output.add_guard(source, GuardKind.ID_MATCH, value)
+    return TorchFunctionVariable(value, source=source)
+

@@ -1,0 +1,64 @@
+"""Polyfills for the ``builtins`` namespace and the sequence protocol."""
+
+
+def sequence_contains(seq, value):
+    """``value in seq`` for a list or tuple: identity, then ``==`` (PySequence_Contains)."""
+    for item in seq:
+        if item is value or item == value:
+            return True
+    return False
+
+
+def sequence_index(seq, value, start=0, stop=None):
+    """``seq.index(value[, start[, stop]])``."""
+    n = len(seq)
+    stop = n if stop is None else stop
+    if start < 0:
+        start = max(start + n, 0)
+    if stop < 0:
+        stop += n
+    for i in range(start, min(stop, n)):
+        item = seq[i]
+        if item is value or item == value:
+            return i
+    raise ValueError(f"{value!r} is not in list" if type(seq) is list else "tuple.index(x): x not in tuple")
+
+
+def sequence_count(seq, value):
+    """``seq.count(value)``."""
+    n = 0
+    for item in seq:
+        if item is value or item == value:
+            n += 1
+    return n
+
+
+def sequence_eq(a, b):
+    """``a == b`` for two lists or two tuples: lengths, then items in order."""
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if not (x is y or x == y):
+            return False
+    return True
+
+
+def builtin_sum(iterable, start=0):
+    """``sum(iterable, start)``."""
+    total = start
+    for item in iterable:
+        total = total + item
+    return total
+
+
+def dict_eq(a, b):
+    """``a == b`` for two dicts: same keys, equal values."""
+    if len(a) != len(b):
+        return False
+    for key in a:
+        if key not in b:
+            return False
+        x, y = a[key], b[key]
+        if not (x is y or x == y):
+            return False
+    return True

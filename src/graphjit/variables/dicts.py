@@ -1,0 +1,399 @@
+"""Dicts and their views.
+
+One tracker serves three uses: dicts created while tracing (``ValueMutationNew``: all items
+known), dicts that existed before (``ValueMutationExisting``: read lazily), and, through
+subclasses in ``objects``, an object's instance ``__dict__`` and a module's globals.
+
+A pre-existing dict is *lazy*: ``d[k]`` reads one key (guarded by ``k in d`` or
+``k not in d``; the value is built through ``item_source(k)`` and guarded only when
+used).  Consuming the whole dict (``len``, iteration, views, ``==``) *realizes* it: its
+keys, in order, are guarded (DICT_KEYS) and its pending writes applied in program order.
+Writes to a pre-existing dict are logged (``SideEffects.dict_store``/``dict_delete``) and
+replayed after the graph in program order, so the final key order is eager's.
+
+Keys are hashable trace-time constants (strings, numbers, classes, functions).  Views
+(``keys()``, ``values()``, ``items()``) are live: they read the dict when consumed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..exc import ObservedException, observed, unsupported
+from ..guards.guard import GuardKind
+from ..polyfills import builtins as poly
+from ..sources import GetItemSource, GlobalSource, Source
+from .base import (
+    MethodVariable,
+    ValueMutationExisting,
+    ValueMutationNew,
+    VariableTracker,
+    register_builder,
+)
+from .constant import ConstantVariable
+from .sequences import ListVariable, TupleVariable
+
+MISSING: Any = type("Missing", (), {"__repr__": lambda self: "<missing>"})()
+DELETED: Any = type("Deleted", (), {"__repr__": lambda self: "<deleted>"})()
+
+
+def key_of(var: VariableTracker) -> Any:
+    """The Python key a tracker stands for, as a dict would hash it."""
+    ptype = var.python_type() if not var.is_tensor() else None
+    if ptype in (list, dict, set) or isinstance(var, (ListVariable, DictVariable)):
+        name = ptype.__name__ if ptype else type(var).__name__
+        raise observed(TypeError, f"unhashable type: '{name}'")
+    if var.is_tensor():
+        raise unsupported("tensor as a dict key", repr(var), "Tensors hash by identity; not traced yet.")
+    try:
+        key = var.as_python_constant()
+    except Exception:
+        raise unsupported("dict key that is not a constant", repr(var)) from None
+    try:
+        hash(key)
+    except TypeError as e:
+        raise ObservedException(e) from None
+    return key
+
+
+class DictVariable(VariableTracker):
+    """A dict; see the module docstring.  ``backing`` is the real dict of a pre-existing one."""
+
+    def __init__(self, items: dict | None = None, *, backing: dict | None = None,
+                 mutation_type=None, user_cls: type = dict, **kwargs) -> None:
+        existing = backing is not None
+        super().__init__(mutation_type=mutation_type or (
+            ValueMutationExisting() if existing else ValueMutationNew()), **kwargs)
+        self.backing = backing
+        self.user_cls = user_cls
+        self._items: dict | None = None if existing else dict(items or {})
+        self._overlay: dict[Any, Any] = {}   # pending writes of a lazy dict: key -> var/DELETED
+        self._ops: list[tuple[Any, Any]] = []  # the same, in program order (for realizing)
+        self._known: dict[Any, VariableTracker] = {}  # values read from ``backing``
+        self.written: set = set()  # keys written or deleted in this trace (pre-existing dicts)
+
+    def _repr_body(self) -> str:
+        if self._items is None:
+            return f"lazy, {len(self._overlay)} pending"
+        return ", ".join(f"{k!r}: {v!r}" for k, v in self._items.items())
+
+    def python_type(self) -> type:
+        return self.user_cls
+
+    @property
+    def is_existing(self) -> bool:
+        return self.backing is not None
+
+    # -- reading ------------------------------------------------------------------------
+    def item_source(self, key: Any) -> Source | None:
+        """Where the value of ``key`` in the real dict is read from."""
+        return GetItemSource(self.source, key) if self.source is not None else None
+
+    def guard_contains(self, tx, key: Any, present: bool) -> None:
+        """Guard that ``key in dict`` stays ``present`` (lookups of a lazy dict)."""
+        if self.source is not None:
+            tx.output.add_guard(self.source, GuardKind.DICT_CONTAINS, (key, present))
+
+    def _read_backing(self, tx, key: Any) -> VariableTracker:
+        var = self._known.get(key)
+        if var is None:
+            var = self._known[key] = VariableTracker.build(tx, self.backing[key], self.item_source(key))
+        return var
+
+    def lookup(self, tx, key: Any, guard_absent: bool = True) -> Any:
+        """The value of ``key`` (a tracker) or MISSING; guards what the answer depends on
+        (``guard_absent=False``: the caller guards a missing key some other way)."""
+        if self._items is not None:
+            return self._items.get(key, MISSING)
+        pending = self._overlay.get(key, MISSING)
+        if pending is not MISSING:
+            return MISSING if pending is DELETED else pending
+        if key in self.backing:
+            self.guard_contains(tx, key, True)
+            return self._read_backing(tx, key)
+        if guard_absent:
+            self.guard_contains(tx, key, False)
+        return MISSING
+
+    def realize_items(self, tx) -> dict:
+        """All items, in order (a pre-existing dict's keys are guarded from now on)."""
+        if self._items is None:
+            if self.source is not None:
+                tx.output.add_guard(self.source, GuardKind.DICT_KEYS, self.backing)
+            items = {k: self._read_backing(tx, k) for k in self.backing}
+            for key, value in self._ops:
+                if value is DELETED:
+                    items.pop(key, None)
+                else:
+                    items[key] = value
+            self._items = items
+        return self._items
+
+    def children(self) -> list[VariableTracker]:
+        if self._items is not None:
+            return list(self._items.values())
+        return [v for v in self._overlay.values() if v is not DELETED]
+
+    def as_python_constant(self):
+        if self.is_existing:
+            raise unsupported("not a constant", "a dict that existed before the call")
+        return {k: v.as_python_constant() for k, v in self._items.items()}
+
+    def unpack(self, tx) -> list[VariableTracker]:
+        return [VariableTracker.build(tx, k) for k in self.realize_items(tx)]
+
+    def truthiness(self, tx) -> bool:
+        return bool(self.realize_items(tx))
+
+    # -- writing ------------------------------------------------------------------------
+    def store_by_name(self) -> bool:
+        """Is a store replayed by name (``STORE_GLOBAL``) rather than through the dict?"""
+        return False
+
+    def _check_writable(self, tx) -> None:
+        if self.is_existing and self.source is None:
+            raise unsupported("mutation of a dict without a source", repr(self),
+                              "This dict existed before the call but cannot be reloaded to replay it.")
+
+    def setitem_key(self, tx, key: Any, value: VariableTracker) -> None:
+        self._check_writable(tx)
+        if self.is_existing:
+            self.written.add(key)
+            tx.output.side_effects.dict_store(self, key, value)
+            if self._items is None:
+                self._overlay[key] = value
+                self._ops.append((key, value))
+        if self._items is not None:
+            self._items[key] = value
+
+    def delitem_key(self, tx, key: Any) -> None:
+        if self.lookup(tx, key) is MISSING:
+            raise observed(KeyError, key)
+        self._check_writable(tx)
+        if self.is_existing:
+            self.written.add(key)
+            tx.output.side_effects.dict_delete(self, key)
+            if self._items is None:
+                self._overlay[key] = DELETED
+                self._ops.append((key, DELETED))
+        if self._items is not None:
+            del self._items[key]
+
+    # -- protocol -----------------------------------------------------------------------
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        if callable(getattr(dict, name, None)):
+            return MethodVariable(self, name)
+        raise observed(AttributeError, f"'dict' object has no attribute '{name}'")
+
+    def has_attr(self, tx, name: str) -> bool:
+        return hasattr(dict, name)
+
+    def getitem(self, tx, index: VariableTracker) -> VariableTracker:
+        key = key_of(index)
+        value = self.lookup(tx, key)
+        if value is MISSING:
+            raise observed(KeyError, key)
+        return value
+
+    def setitem(self, tx, index: VariableTracker, value: VariableTracker) -> None:
+        self.setitem_key(tx, key_of(index), value)
+
+    def delitem(self, tx, index: VariableTracker) -> None:
+        self.delitem_key(tx, key_of(index))
+
+    def call_method(self, tx, name: str, args: list, kwargs: dict) -> VariableTracker:
+        method = _DICT_METHODS.get(name)
+        if method is None:
+            raise unsupported("unsupported dict method", f"dict.{name}")
+        return method(self, tx, *args, **kwargs)
+
+    def _get(self, tx, key, default=None):
+        value = self.lookup(tx, key_of(key))
+        if value is MISSING:
+            return default if default is not None else ConstantVariable(None)
+        return value
+
+    def _contains(self, tx, key):
+        return ConstantVariable(self.lookup(tx, key_of(key)) is not MISSING)
+
+    def _len(self, tx):
+        return ConstantVariable(len(self.realize_items(tx)))
+
+    def _setitem(self, tx, key, value):
+        self.setitem(tx, key, value)
+        return ConstantVariable(None)
+
+    def _delitem(self, tx, key):
+        self.delitem(tx, key)
+        return ConstantVariable(None)
+
+    def _pop(self, tx, key, *default):
+        k = key_of(key)
+        value = self.lookup(tx, k)
+        if value is MISSING:
+            if default:
+                return default[0]
+            raise observed(KeyError, k)
+        self.delitem_key(tx, k)
+        return value
+
+    def _popitem(self, tx):
+        items = self.realize_items(tx)
+        if not items:
+            raise observed(KeyError, "popitem(): dictionary is empty")
+        key, value = next(reversed(items.items()))
+        self.delitem_key(tx, key)
+        return TupleVariable([VariableTracker.build(tx, key), value])
+
+    def _setdefault(self, tx, key, default=None):
+        k = key_of(key)
+        value = self.lookup(tx, k)
+        if value is MISSING:
+            value = default if default is not None else ConstantVariable(None)
+            self.setitem_key(tx, k, value)
+        return value
+
+    def _update(self, tx, *others, **kwargs):
+        pairs: list[tuple[Any, VariableTracker]] = []
+        for other in others:
+            pairs += items_of(tx, other)
+        pairs += list(kwargs.items())
+        for key, value in pairs:
+            self.setitem_key(tx, key, value)
+        return ConstantVariable(None)
+
+    def _clear(self, tx):
+        for key in list(self.realize_items(tx)):
+            self.delitem_key(tx, key)
+        return ConstantVariable(None)
+
+    def _copy(self, tx):
+        return DictVariable(dict(self.realize_items(tx)))
+
+    def _view(kind: str):
+        def method(self, tx):
+            return DictViewVariable(self, kind)
+
+        return method
+
+    def _iter(self, tx):
+        return tx.make_iterator(self)
+
+    def _eq(self, tx, other):
+        if not isinstance(other, DictVariable):
+            return ConstantVariable(False)
+        return tx.inline_polyfill(poly.dict_eq, [self, other])
+
+    def reconstruct(self, cg) -> None:
+        if self.source is not None:
+            cg.extend(self.source.reconstruct())
+            return
+        if self.user_cls is not dict:
+            raise unsupported("cannot reconstruct", f"a new {self.user_cls.__qualname__}")
+        for k, v in self._items.items():
+            cg.load_const(k)
+            cg.reconstruct(v)
+        cg.build(dict, len(self._items))
+
+
+_DICT_METHODS = {
+    "__getitem__": lambda self, tx, key: self.getitem(tx, key),
+    "get": DictVariable._get, "__contains__": DictVariable._contains, "__len__": DictVariable._len,
+    "__setitem__": DictVariable._setitem, "__delitem__": DictVariable._delitem,
+    "pop": DictVariable._pop, "popitem": DictVariable._popitem, "setdefault": DictVariable._setdefault,
+    "update": DictVariable._update, "clear": DictVariable._clear, "copy": DictVariable._copy,
+    "keys": DictVariable._view("keys"), "values": DictVariable._view("values"),
+    "items": DictVariable._view("items"), "__iter__": DictVariable._iter, "__eq__": DictVariable._eq,
+}
+
+
+def items_of(tx, other: VariableTracker) -> list[tuple[Any, VariableTracker]]:
+    """``(key, value)`` pairs of a mapping or an iterable of pairs (``dict.update``)."""
+    if isinstance(other, DictVariable):
+        return list(other.realize_items(tx).items())
+    if isinstance(other, DictViewVariable) and other.kind == "items":
+        return list(other.dict_var.realize_items(tx).items())
+    pairs = []
+    for item in other.unpack(tx):
+        k, v = item.unpack(tx)
+        pairs.append((key_of(k), v))
+    return pairs
+
+
+class DictViewVariable(VariableTracker):
+    """``d.keys()``, ``d.values()`` or ``d.items()``: a live view of ``dict_var``."""
+
+    _TYPES = {"keys": type({}.keys()), "values": type({}.values()), "items": type({}.items())}
+
+    def __init__(self, dict_var: DictVariable, kind: str, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.dict_var, self.kind = dict_var, kind
+
+    def _repr_body(self) -> str:
+        return f"{self.kind} of {self.dict_var!r}"
+
+    def python_type(self) -> type:
+        return self._TYPES[self.kind]
+
+    def children(self) -> list[VariableTracker]:
+        return [self.dict_var]
+
+    def unpack(self, tx) -> list[VariableTracker]:
+        items = self.dict_var.realize_items(tx)
+        if self.kind == "keys":
+            return [VariableTracker.build(tx, k) for k in items]
+        if self.kind == "values":
+            return list(items.values())
+        return [TupleVariable([VariableTracker.build(tx, k), v]) for k, v in items.items()]
+
+    def truthiness(self, tx) -> bool:
+        return bool(self.dict_var.realize_items(tx))
+
+    def key_set(self, tx) -> set:
+        """The keys as a Python set (keys views behave like sets)."""
+        return set(self.dict_var.realize_items(tx))
+
+    def call_method(self, tx, name: str, args: list, kwargs: dict) -> VariableTracker:
+        if name == "__len__":
+            return ConstantVariable(len(self.dict_var.realize_items(tx)))
+        if name == "__contains__" and self.kind == "keys":
+            return self.dict_var.call_method(tx, "__contains__", args, {})
+        if name == "__iter__":
+            return tx.make_iterator(self)
+        raise unsupported("unsupported dict view method", f"dict_{self.kind}.{name}")
+
+    def reconstruct(self, cg) -> None:
+        cg.reconstruct(self.dict_var)
+        cg.append_method_call(self.kind, 0)
+
+
+@register_builder(dict, exact=True)
+def _build_dict(tx, value: dict, source):
+    if source is not None:
+        tx.output.add_guard(source, GuardKind.TYPE_MATCH, dict)
+    return DictVariable(backing=value, source=source)
+
+
+class GlobalsDictVariable(DictVariable):
+    """A module's globals dict, read by ``LOAD_GLOBAL`` and written by ``STORE_GLOBAL``.
+
+    The compiled function's own globals (``own``) are read through ``GlobalSource`` (the
+    guard evaluates the name in the function's globals, builtins included, as
+    ``LOAD_GLOBAL`` does) and written back with ``STORE_GLOBAL``; another module's globals
+    are read through ``ConstSource(that_dict)[name]``."""
+
+    def __init__(self, backing: dict, *, own: bool, **kwargs) -> None:
+        super().__init__(backing=backing, **kwargs)
+        self.own = own
+
+    def item_source(self, key: Any) -> Source | None:
+        if self.own:
+            return GlobalSource(key)
+        return super().item_source(key)
+
+    def guard_contains(self, tx, key: Any, present: bool) -> None:
+        if not self.own:  # the own globals' GlobalSource guards re-run the lookup
+            super().guard_contains(tx, key, present)
+
+    def store_by_name(self) -> bool:
+        return self.own

@@ -1,0 +1,324 @@
+"""CPython's attribute protocol (``PyObject_GenericGetAttr`` and friends) on trackers.
+
+Every tracker of a Python object (user objects, classes, modules, ``nn.Module``) reads and
+writes attributes through this module, so there is one lookup order:
+
+getattr (``object.__getattribute__``)::
+
+    data descriptor on the type (property, slot, ``__dict__``)   -> its __get__ (traced)
+    instance __dict__, *including writes pending in this trace*  -> the value
+    non-data descriptor or plain class attribute                 -> bound method / value
+    __getattr__ on the type                                      -> traced
+    AttributeError                                               -> observed exception
+
+setattr (``object.__setattr__``): a data descriptor's ``__set__`` (a property's ``fset``
+is traced; slots and other C descriptors are logged as ``GENERIC`` writes, replayed with
+``STORE_ATTR``), else the instance dict (logged as an instance-dict write, replayed with
+``obj.__dict__[name] = value``, which bypasses descriptors: seed 000).  delattr likewise.
+A class's own ``__getattribute__``/``__setattr__``/``__delattr__`` written in Python is
+inlined as user code (transformers' ``PretrainedConfig`` has one).
+
+Guards: a value found through the protocol is sourced so that its guard *re-runs* the
+protocol (``L['o'].scale``; a method as ``L['o'].m.__func__``): a class attribute that is
+later changed, or shadowed by an instance attribute, fails the guard.  A failed lookup
+guards the absence of the name in the instance dict and in each user class of the MRO.
+Types are guarded (TYPE_MATCH) by the object trackers themselves.
+"""
+
+from __future__ import annotations
+
+import builtins
+import dataclasses
+import types
+from typing import Any
+
+from ..exc import ObservedException, observed, unsupported
+from ..guards.guard import GuardKind
+from ..sources import AttrSource, ConstSource, GetItemSource, Source
+from .base import MethodVariable, VariableTracker
+from .dicts import DELETED, MISSING
+from .functions import UserMethodVariable
+
+_BUILTIN_DESCRIPTORS = (types.WrapperDescriptorType, types.MethodDescriptorType,
+                        types.BuiltinFunctionType, types.ClassMethodDescriptorType,
+                        types.MethodWrapperType)
+
+
+@dataclasses.dataclass
+class TypeAttr:
+    """What a lookup along a type's MRO found: the class that has it (``owner``) and
+    either the raw class-dict value or, for a write pending in this trace, its tracker."""
+
+    owner: type
+    raw: Any = None
+    var: VariableTracker | None = None
+
+    def is_data_descriptor(self) -> bool:
+        if self.var is not None:
+            return False
+        t = type(self.raw)
+        return hasattr(t, "__get__") and (hasattr(t, "__set__") or hasattr(t, "__delete__"))
+
+
+def lookup_type(tx, cls: type, name: str, start_after: type | None = None) -> TypeAttr | None:
+    """``_PyType_Lookup``: ``name`` along ``cls.__mro__`` (after ``start_after``: super()),
+    seeing class-attribute writes pending in this trace."""
+    mro = cls.__mro__
+    if start_after is not None:
+        mro = mro[mro.index(start_after) + 1:]
+    pending_classes = tx.output.side_effects.pending_class_attrs
+    for klass in mro:
+        pending = pending_classes.get(klass)
+        if pending is not None and name in pending:
+            value = pending[name]
+            if value is DELETED:
+                continue
+            return TypeAttr(klass, var=value)
+        if name in klass.__dict__:
+            return TypeAttr(klass, raw=klass.__dict__[name])
+    return None
+
+
+def type_attr_raw(cls: type, name: str) -> Any:
+    """The raw class-dict value of ``name`` along the MRO (no pending writes), or MISSING."""
+    for klass in cls.__mro__:
+        if name in klass.__dict__:
+            return klass.__dict__[name]
+    return MISSING
+
+
+def class_source(tx, cls: type) -> Source:
+    """A source for a class: its tracker's, or the class itself as a constant."""
+    var = tx.output.side_effects.known_tracker(cls)
+    if var is not None and var.source is not None:
+        return var.source
+    return ConstSource(cls, cls.__qualname__)
+
+
+def owner_dict_source(tx, found: TypeAttr, name: str) -> Source:
+    """``Owner.__dict__[name]``: exactly the raw descriptor found."""
+    return GetItemSource(AttrSource(class_source(tx, found.owner), "__dict__"), name)
+
+
+def guard_absent_from_classes(tx, cls: type, name: str) -> None:
+    """A failed lookup depends on ``name`` staying absent from every user class of the MRO
+    (builtin classes cannot gain attributes)."""
+    for klass in cls.__mro__:
+        if klass.__module__ == "builtins" or klass in _IMMUTABLE_CLASSES:
+            continue
+        tx.output.add_guard(AttrSource(class_source(tx, klass), "__dict__"),
+                            GuardKind.DICT_CONTAINS, (name, False))
+
+
+_IMMUTABLE_CLASSES: set[type] = set()
+
+
+def call_descriptor_method(tx, fn_raw, fn_source: Source | None, args: list) -> VariableTracker:
+    """Call a Python-level descriptor method (``__get__``/``__set__``/``__delete__``,
+    a property's ``fget``...) by inlining it."""
+    fn = VariableTracker.build(tx, fn_raw, fn_source, realize=True)
+    return fn.call_function(tx, args, {})
+
+
+# -- getattr -----------------------------------------------------------------------------
+
+def get_attr(tx, obj, name: str) -> VariableTracker:
+    """``getattr(obj, name)`` for an object tracker (``obj`` provides ``python_type``,
+    ``attr_source``, ``instance_dict``, ``getattr_fallback``)."""
+    cls = obj.python_type()
+    getattribute = type_attr_raw(cls, "__getattribute__")
+    try:
+        if getattribute is object.__getattribute__:
+            return generic_getattr(tx, obj, name)
+        if isinstance(getattribute, types.FunctionType):
+            fn = VariableTracker.build(tx, getattribute, AttrSource(class_source(tx, cls), "__getattribute__"),
+                                       realize=True)
+            return fn.call_function(tx, [obj, VariableTracker.build(tx, name)], {})
+        raise unsupported("C-level __getattribute__", f"{cls.__qualname__}.{name}")
+    except ObservedException as e:
+        if not e.is_attribute_error():
+            raise
+        getattr_fn = type_attr_raw(cls, "__getattr__")
+        if getattr_fn is MISSING:
+            raise
+        return obj.getattr_fallback(tx, name, getattr_fn)
+
+
+def generic_getattr(tx, obj, name: str) -> VariableTracker:
+    """``object.__getattribute__(obj, name)``; see the module docstring for the order."""
+    cls = obj.python_type()
+    found = lookup_type(tx, cls, name)
+    if found is not None and found.is_data_descriptor():
+        return _data_descriptor_get(tx, obj, name, found)
+    if obj.has_instance_dict():
+        value = obj.instance_dict(tx).lookup(tx, name, guard_absent=found is None)
+        if value is not MISSING:
+            return value
+    if found is not None:
+        return class_attr_get(tx, obj, name, found)
+    guard_absent_from_classes(tx, cls, name)
+    raise observed(AttributeError, f"'{cls.__name__}' object has no attribute '{name}'")
+
+
+def _data_descriptor_get(tx, obj, name: str, found: TypeAttr) -> VariableTracker:
+    raw, cls = found.raw, obj.python_type()
+    if isinstance(raw, property):
+        if raw.fget is None:
+            raise observed(AttributeError, f"property '{name}' of '{cls.__name__}' object has no getter")
+        return call_descriptor_method(tx, raw.fget, AttrSource(owner_dict_source(tx, found, name), "fget"), [obj])
+    if name == "__dict__" and isinstance(raw, types.GetSetDescriptorType):
+        return obj.instance_dict(tx)
+    if name == "__class__":
+        return VariableTracker.build(tx, cls)
+    if isinstance(raw, (types.MemberDescriptorType, types.GetSetDescriptorType)):
+        return obj.slot_get(tx, name)
+    get = getattr(type(raw), "__get__")
+    if isinstance(get, types.FunctionType):
+        desc = VariableTracker.build(tx, raw, owner_dict_source(tx, found, name), realize=True)
+        return call_descriptor_method(tx, get, AttrSource(TypeSourceOf(desc), "__get__"),
+                                      [desc, obj, VariableTracker.build(tx, cls)])
+    raise unsupported("C-level data descriptor", f"{cls.__qualname__}.{name} ({type(raw).__name__})")
+
+
+def TypeSourceOf(var: VariableTracker) -> Source:  # noqa: N802 (a source constructor)
+    return ConstSource(type(var.as_python_constant()), type(var.as_python_constant()).__qualname__)
+
+
+def class_attr_get(tx, obj, name: str, found: TypeAttr) -> VariableTracker:
+    """A non-data descriptor or plain class attribute, read through an instance."""
+    if found.var is not None:  # written to the class in this trace
+        var = found.var
+        if var.python_type() is types.FunctionType:
+            return UserMethodVariable(var, obj)
+        return var
+    raw, cls = found.raw, obj.python_type()
+    attr_src = obj.attr_source(name)
+    if isinstance(raw, types.FunctionType):
+        src = AttrSource(attr_src, "__func__") if attr_src is not None else \
+            AttrSource(class_source(tx, cls), name)
+        return UserMethodVariable(VariableTracker.build(tx, raw, src), obj)
+    if isinstance(raw, staticmethod):
+        return VariableTracker.build(tx, raw.__func__, AttrSource(class_source(tx, cls), name))
+    if isinstance(raw, classmethod):
+        fn_src = AttrSource(AttrSource(class_source(tx, cls), name), "__func__")
+        return UserMethodVariable(VariableTracker.build(tx, raw.__func__, fn_src),
+                                  VariableTracker.build(tx, cls))
+    get = getattr(type(raw), "__get__", None)
+    if get is not None:
+        if isinstance(get, types.FunctionType):
+            desc = VariableTracker.build(tx, raw, owner_dict_source(tx, found, name), realize=True)
+            return call_descriptor_method(tx, get, AttrSource(TypeSourceOf(desc), "__get__"),
+                                          [desc, obj, VariableTracker.build(tx, cls)])
+        if isinstance(raw, _BUILTIN_DESCRIPTORS):
+            return MethodVariable(obj, name)  # obj.call_method(name) models these
+        if isinstance(raw, (types.BuiltinMethodType, type)):
+            return VariableTracker.build(tx, raw, AttrSource(class_source(tx, cls), name))
+        raise unsupported("C-level descriptor", f"{cls.__qualname__}.{name} ({type(raw).__name__})")
+    src = attr_src if attr_src is not None else AttrSource(class_source(tx, cls), name)
+    return VariableTracker.build(tx, raw, src)
+
+
+# -- setattr / delattr -------------------------------------------------------------------
+
+def set_attr(tx, obj, name: str, value: VariableTracker) -> None:
+    """``setattr(obj, name, value)``: the type's ``__setattr__`` (inlined if written in
+    Python), else :func:`generic_setattr`."""
+    cls = obj.python_type()
+    setattr_fn = type_attr_raw(cls, "__setattr__")
+    if setattr_fn is object.__setattr__:
+        return generic_setattr(tx, obj, name, value)
+    if isinstance(setattr_fn, types.FunctionType):
+        fn = VariableTracker.build(tx, setattr_fn, AttrSource(class_source(tx, cls), "__setattr__"),
+                                   realize=True)
+        fn.call_function(tx, [obj, VariableTracker.build(tx, name), value], {})
+        return None
+    raise unsupported("C-level __setattr__", f"{cls.__qualname__}.{name} = ...")
+
+
+def generic_setattr(tx, obj, name: str, value: VariableTracker) -> None:
+    """``object.__setattr__(obj, name, value)``."""
+    cls = obj.python_type()
+    found = lookup_type(tx, cls, name)
+    if found is not None and found.is_data_descriptor():
+        raw = found.raw
+        if isinstance(raw, property):
+            if raw.fset is None:
+                raise observed(AttributeError, f"property '{name}' of '{cls.__name__}' object has no setter")
+            call_descriptor_method(tx, raw.fset, AttrSource(owner_dict_source(tx, found, name), "fset"),
+                                   [obj, value])
+            return
+        if name == "__dict__" and isinstance(raw, types.GetSetDescriptorType):
+            obj.replace_instance_dict(tx, value)
+            return
+        if isinstance(raw, (types.MemberDescriptorType, types.GetSetDescriptorType)):
+            obj.slot_set(tx, name, value)
+            return
+        set_fn = getattr(type(raw), "__set__", None)
+        if isinstance(set_fn, types.FunctionType):
+            desc = VariableTracker.build(tx, raw, owner_dict_source(tx, found, name), realize=True)
+            call_descriptor_method(tx, set_fn, AttrSource(TypeSourceOf(desc), "__set__"), [desc, obj, value])
+            return
+        raise unsupported("C-level data descriptor write", f"{cls.__qualname__}.{name}")
+    if not obj.has_instance_dict():
+        raise observed(AttributeError, f"'{cls.__name__}' object has no attribute '{name}'")
+    obj.instance_dict(tx).setitem_key(tx, name, value)
+
+
+def del_attr(tx, obj, name: str) -> None:
+    """``delattr(obj, name)``."""
+    cls = obj.python_type()
+    delattr_fn = type_attr_raw(cls, "__delattr__")
+    if delattr_fn is object.__delattr__:
+        return generic_delattr(tx, obj, name)
+    if isinstance(delattr_fn, types.FunctionType):
+        fn = VariableTracker.build(tx, delattr_fn, AttrSource(class_source(tx, cls), "__delattr__"),
+                                   realize=True)
+        fn.call_function(tx, [obj, VariableTracker.build(tx, name)], {})
+        return None
+    raise unsupported("C-level __delattr__", f"del {cls.__qualname__}.{name}")
+
+
+def generic_delattr(tx, obj, name: str) -> None:
+    """``object.__delattr__(obj, name)``."""
+    cls = obj.python_type()
+    found = lookup_type(tx, cls, name)
+    if found is not None and found.is_data_descriptor():
+        raw = found.raw
+        if isinstance(raw, property):
+            if raw.fdel is None:
+                raise observed(AttributeError, f"property '{name}' of '{cls.__name__}' object has no deleter")
+            call_descriptor_method(tx, raw.fdel, AttrSource(owner_dict_source(tx, found, name), "fdel"), [obj])
+            return
+        if isinstance(raw, (types.MemberDescriptorType, types.GetSetDescriptorType)):
+            obj.slot_delete(tx, name)
+            return
+        del_fn = getattr(type(raw), "__delete__", None)
+        if isinstance(del_fn, types.FunctionType):
+            desc = VariableTracker.build(tx, raw, owner_dict_source(tx, found, name), realize=True)
+            call_descriptor_method(tx, del_fn, AttrSource(TypeSourceOf(desc), "__delete__"), [desc, obj])
+            return
+        raise unsupported("C-level data descriptor delete", f"{cls.__qualname__}.{name}")
+    if not obj.has_instance_dict():
+        raise observed(AttributeError, f"'{cls.__name__}' object has no attribute '{name}'")
+    d = obj.instance_dict(tx)
+    if d.lookup(tx, name, guard_absent=True) is MISSING:
+        raise observed(AttributeError, f"'{cls.__name__}' object has no attribute '{name}'")
+    d.delitem_key(tx, name)
+
+
+def has_attr(tx, obj, name: str) -> bool:
+    """``hasattr(obj, name)`` with a guard on the answer when it came from real state."""
+    pending = obj.is_pending_attr(tx, name)
+    try:
+        get_attr(tx, obj, name)
+    except ObservedException as e:
+        if e.is_attribute_error():
+            return False
+        raise
+    if not pending and obj.source is not None:
+        tx.output.add_guard(obj.source, GuardKind.HASATTR, (name, True))
+    return True
+
+
+def is_builtin_class(cls: type) -> bool:
+    return getattr(builtins, cls.__name__, None) is cls

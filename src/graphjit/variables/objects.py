@@ -1,0 +1,495 @@
+"""Python objects: instances of user classes, classes, ``super()``, Python modules.
+
+One tracker family.  :class:`UserObjectVariable` is any instance; pre-existing vs created
+in the trace is its ``mutation_type`` (``AttributeMutationExisting``: ``value`` is the real
+object, it has a source and a TYPE_MATCH guard; ``AttributeMutationNew``: ``value`` is
+``None`` until it is materialized after the graph).  Attribute reads and writes go through
+:mod:`.object_protocol`; the instance ``__dict__`` is an :class:`InstanceDictVariable`
+(a lazily-read dict whose writes are logged), values written through slots and other C
+data descriptors are kept in ``slot_values``.  ``nn.Module`` builds on this class
+(``nn_module``).
+
+A new object escapes as ``object.__new__(cls)`` plus its ``__dict__`` and slot values,
+set after every new object exists (so cycles work): see ``graph/materialize.py``.
+"""
+
+from __future__ import annotations
+
+import abc
+import sys
+import types
+from typing import Any
+
+import torch
+
+from ..exc import ObservedException, observed, unsupported
+from ..guards.guard import GuardKind
+from ..sources import AttrSource, ConstSource, GenericAttrSource, Source
+from . import object_protocol as proto
+from .base import (
+    AttributeMutationExisting,
+    AttributeMutationNew,
+    MethodVariable,
+    VariableTracker,
+    register_builder,
+)
+from .constant import ConstantVariable
+from .dicts import DELETED, MISSING, DictVariable
+from .functions import UserMethodVariable
+
+
+class InstanceDictVariable(DictVariable):
+    """An object's ``__dict__``.  Values read from it are sourced as attributes of the
+    object (``L['o'].a``): their guard re-runs the attribute protocol."""
+
+    def __init__(self, obj: "UserObjectVariable", **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.obj = obj
+
+    def item_source(self, key: Any) -> Source | None:
+        return self.obj.attr_source(key) if isinstance(key, str) else super().item_source(key)
+
+    def guard_contains(self, tx, key: Any, present: bool) -> None:
+        if not present:  # a present key is covered by the value's own (attribute) guard
+            super().guard_contains(tx, key, present)
+
+
+
+class UserObjectVariable(VariableTracker):
+    """An instance of a user class; see the module docstring."""
+
+    def __init__(self, value: Any, *, cls: type | None = None, **kwargs) -> None:
+        if "mutation_type" not in kwargs:
+            kwargs["mutation_type"] = AttributeMutationNew() if value is None else AttributeMutationExisting()
+        super().__init__(**kwargs)
+        self.value = value
+        self.cls = cls if cls is not None else type(value)
+        self._dict: DictVariable | None = None
+        self.slot_values: dict[str, Any] = {}  # name -> tracker or DELETED (C data descriptors)
+
+    def _repr_body(self) -> str:
+        state = "new" if self.is_new else "existing"
+        return f"{self.cls.__qualname__}, {state}"
+
+    @property
+    def is_new(self) -> bool:
+        return isinstance(self.mutation_type, AttributeMutationNew)
+
+    def python_type(self) -> type:
+        return self.cls
+
+    def identity(self) -> Any:
+        return self if self.value is None else self.value
+
+    def children(self) -> list[VariableTracker]:
+        out = [v for v in self.slot_values.values() if v is not DELETED]
+        if self._dict is not None:
+            out.append(self._dict)
+        return out
+
+    # -- the object's parts ---------------------------------------------------------------
+    def custom_getattribute(self) -> bool:
+        return proto.type_attr_raw(self.cls, "__getattribute__") is not object.__getattribute__
+
+    def attr_source(self, name: str) -> Source | None:
+        """Where ``obj.name`` is re-read by guards: the normal attribute access, or
+        ``object.__getattribute__`` when the class overrides ``__getattribute__``."""
+        if self.source is None:
+            return None
+        if self.custom_getattribute():
+            return GenericAttrSource(self.source, name)
+        return AttrSource(self.source, name)
+
+    def has_instance_dict(self) -> bool:
+        return self.cls.__dictoffset__ != 0
+
+    def instance_dict(self, tx) -> DictVariable:
+        if self._dict is None:
+            if self.is_new:
+                self._dict = DictVariable({})
+            else:
+                self._dict = InstanceDictVariable(self, backing=self.value.__dict__,
+                                                  source=self.attr_source("__dict__"))
+                tx.output.side_effects.register_existing(self.value.__dict__, self._dict)
+        return self._dict
+
+    def replace_instance_dict(self, tx, value: VariableTracker) -> None:
+        """``obj.__dict__ = d`` (the ``__dict__`` descriptor of the type)."""
+        if not isinstance(value, DictVariable):
+            raise observed(TypeError, f"__dict__ must be set to a dictionary, not a "
+                                      f"'{value.python_type().__name__}'")
+        if not self.is_new:
+            tx.output.side_effects.attr_store(self, "__dict__", value)
+        self._dict = value
+
+    def is_pending_attr(self, tx, name: str) -> bool:
+        """Was ``name`` written or deleted in this trace (so its presence is not a fact of
+        the real object that a guard could check)?"""
+        if self.is_new or name in self.slot_values:
+            return True
+        d = self._dict
+        return d is not None and (not isinstance(d, InstanceDictVariable) or name in d.written)
+
+    # slots and other C-level data descriptors
+    def slot_get(self, tx, name: str) -> VariableTracker:
+        value = self.slot_values.get(name, MISSING)
+        if value is DELETED or (value is MISSING and self.is_new):
+            raise observed(AttributeError, f"'{self.cls.__name__}' object has no attribute '{name}'")
+        if value is not MISSING:
+            return value
+        try:
+            real = getattr(self.value, name)
+        except AttributeError as e:
+            if self.source is not None:
+                tx.output.add_guard(self.source, GuardKind.HASATTR, (name, False))
+            raise ObservedException(e) from None
+        return VariableTracker.build(tx, real, self.attr_source(name))
+
+    def slot_set(self, tx, name: str, value: VariableTracker) -> None:
+        if not self.is_new:
+            tx.output.side_effects.attr_store(self, name, value)
+        self.slot_values[name] = value
+
+    def slot_delete(self, tx, name: str) -> None:
+        self.slot_get(tx, name)  # AttributeError if it has no value
+        if not self.is_new:
+            tx.output.side_effects.attr_store(self, name, DELETED)
+        self.slot_values[name] = DELETED
+
+    # -- protocol -------------------------------------------------------------------------
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        return proto.get_attr(tx, self, name)
+
+    def has_attr(self, tx, name: str) -> bool:
+        return proto.has_attr(tx, self, name)
+
+    def store_attr(self, tx, name: str, value: VariableTracker) -> None:
+        proto.set_attr(tx, self, name, value)
+
+    def del_attr(self, tx, name: str) -> None:
+        proto.del_attr(tx, self, name)
+
+    def getattr_fallback(self, tx, name: str, getattr_fn: Any) -> VariableTracker:
+        """``type(obj).__getattr__(obj, name)`` after the normal lookup failed."""
+        if not isinstance(getattr_fn, types.FunctionType):
+            raise unsupported("C-level __getattr__", f"{self.cls.__qualname__}.{name}")
+        if self.has_instance_dict() and not self.is_new:
+            self.instance_dict(tx).lookup(tx, name)  # guards the name's absence
+        proto.guard_absent_from_classes(tx, self.cls, name)
+        fn = VariableTracker.build(tx, getattr_fn, AttrSource(proto.class_source(tx, self.cls), "__getattr__"),
+                                   realize=True)
+        return fn.call_function(tx, [self, ConstantVariable(name)], {})
+
+    def call_method(self, tx, name: str, args: list, kwargs: dict) -> VariableTracker:
+        builtin = _OBJECT_METHODS.get(name)
+        if builtin is not None and proto.type_attr_raw(self.cls, name) is getattr(object, name):
+            return builtin(tx, self, *args, **kwargs)
+        return self.var_getattr(tx, name).call_function(tx, args, kwargs)
+
+    def call_function(self, tx, args, kwargs) -> VariableTracker:
+        call = proto.type_attr_raw(self.cls, "__call__")
+        if call is MISSING:
+            raise observed(TypeError, f"'{self.cls.__name__}' object is not callable")
+        return self.var_getattr(tx, "__call__").call_function(tx, args, kwargs)
+
+    def truthiness(self, tx) -> bool:
+        for dunder in ("__bool__", "__len__"):
+            if proto.type_attr_raw(self.cls, dunder) is not MISSING:
+                result = self.var_getattr(tx, dunder).call_function(tx, [], {})
+                return bool(result.as_python_constant()) if dunder == "__len__" else result.truthiness(tx)
+        return True
+
+    def unpack(self, tx) -> list[VariableTracker]:
+        if proto.type_attr_raw(self.cls, "__iter__") is MISSING:
+            raise observed(TypeError, f"'{self.cls.__name__}' object is not iterable")
+        it = self.var_getattr(tx, "__iter__").call_function(tx, [], {})
+        return it.unpack(tx)
+
+    def reconstruct(self, cg) -> None:
+        if self.source is not None:
+            cg.extend(self.source.reconstruct())
+            return
+        raise unsupported("cannot reconstruct", f"new {self.cls.__qualname__} outside materialization")
+
+
+def _object_init(tx, obj, *args, **kwargs):
+    if (args or kwargs) and proto.type_attr_raw(obj.cls, "__new__") is object.__new__:
+        raise observed(TypeError, f"{obj.cls.__name__}.__init__() takes exactly one argument "
+                                  f"(the instance to initialize)")
+    return ConstantVariable(None)
+
+
+_OBJECT_METHODS = {
+    "__init__": _object_init,
+    "__setattr__": lambda tx, obj, name, value: (proto.generic_setattr(
+        tx, obj, name.as_python_constant(), value), ConstantVariable(None))[1],
+    "__delattr__": lambda tx, obj, name: (proto.generic_delattr(
+        tx, obj, name.as_python_constant()), ConstantVariable(None))[1],
+    "__getattribute__": lambda tx, obj, name: proto.generic_getattr(tx, obj, name.as_python_constant()),
+}
+
+
+def new_object(tx, cls: type) -> UserObjectVariable:
+    """``object.__new__(cls)`` while tracing."""
+    if not can_make(cls):
+        raise unsupported("instance of this class created in the compiled region",
+                          f"{cls.__qualname__}()",
+                          "Only plain Python classes (object as the only built-in base) are "
+                          "created while tracing.")
+    return UserObjectVariable(None, cls=cls)
+
+
+def can_make(cls: type) -> bool:
+    """Is ``cls`` a class whose instances ``object.__new__`` makes (no built-in base with
+    its own layout, no metaclass but ``type``/``ABCMeta``)?"""
+    base_ok = all(k.__module__ != "builtins" or k is object for k in cls.__mro__)
+    return base_ok and type(cls) in (type, abc.ABCMeta) and not _is_torch_internal(cls)
+
+
+def _is_torch_internal(cls: type) -> bool:
+    return issubclass(cls, (torch.nn.Module, torch.Tensor, torch.autograd.Function)) or \
+        (cls.__module__ or "").startswith("torch._C")
+
+
+class ClassVariable(VariableTracker):
+    """A class object (a user class, or a non-builtin library class).  Attribute writes
+    (``C.x = v``) are pending writes that lookups through instances see too."""
+
+    def __init__(self, cls: type, **kwargs) -> None:
+        super().__init__(mutation_type=AttributeMutationExisting(), **kwargs)
+        self.cls = cls
+        if self.source is None:
+            self.source = ConstSource(cls, cls.__qualname__)
+
+    def _repr_body(self) -> str:
+        return self.cls.__qualname__
+
+    def python_type(self) -> type:
+        return type(self.cls)
+
+    def as_python_constant(self):
+        return self.cls
+
+    def identity(self):
+        return self.cls
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        return class_getattr(tx, self, name)
+
+    def store_attr(self, tx, name: str, value: VariableTracker) -> None:
+        if proto.type_attr_raw(type(self.cls), name) is not MISSING:
+            raise unsupported("write to a metaclass attribute", f"{self.cls.__qualname__}.{name} = ...")
+        tx.output.side_effects.class_attr_store(self, name, value)
+
+    def del_attr(self, tx, name: str) -> None:
+        if proto.lookup_type(tx, self.cls, name) is None or name not in self._own(tx):
+            raise observed(AttributeError, f"type object '{self.cls.__name__}' has no attribute '{name}'")
+        tx.output.side_effects.class_attr_store(self, name, DELETED)
+
+    def _own(self, tx) -> set:
+        pending = tx.output.side_effects.pending_class_attrs.get(self.cls, {})
+        own = set(self.cls.__dict__)
+        for k, v in pending.items():
+            (own.discard if v is DELETED else own.add)(k)
+        return own
+
+    def has_attr(self, tx, name: str) -> bool:
+        try:
+            self.var_getattr(tx, name)
+        except ObservedException as e:
+            if e.is_attribute_error():
+                return False
+            raise
+        return True
+
+    def call_function(self, tx, args, kwargs) -> VariableTracker:
+        return instantiate(tx, self, args, kwargs)
+
+
+def class_getattr(tx, cls_var: ClassVariable, name: str) -> VariableTracker:
+    """``type.__getattribute__(cls, name)``: the metaclass's data descriptors, the class's
+    MRO (descriptors bound with ``__get__(None, cls)``), the metaclass's other attributes."""
+    cls = cls_var.cls
+    meta_attr = proto.type_attr_raw(type(cls), name)
+    src = AttrSource(cls_var.source, name)
+    if meta_attr is not MISSING and hasattr(type(meta_attr), "__set__"):
+        return VariableTracker.build(tx, getattr(cls, name), src)  # __name__, __mro__, __doc__...
+    found = proto.lookup_type(tx, cls, name)
+    if found is not None:
+        if found.var is not None:
+            return found.var
+        raw = found.raw
+        if isinstance(raw, classmethod):
+            return UserMethodVariable(VariableTracker.build(tx, raw.__func__, AttrSource(src, "__func__")),
+                                      cls_var)
+        if isinstance(raw, staticmethod):
+            return VariableTracker.build(tx, raw.__func__, src)
+        get = getattr(type(raw), "__get__", None)
+        if get is not None and isinstance(get, types.FunctionType) and not isinstance(raw, type):
+            desc = VariableTracker.build(tx, raw, proto.owner_dict_source(tx, found, name), realize=True)
+            return proto.call_descriptor_method(
+                tx, get, ConstSource(get, f"{type(raw).__qualname__}.__get__"),
+                [desc, ConstantVariable(None), cls_var])
+        return VariableTracker.build(tx, getattr(cls, name), src)
+    if meta_attr is not MISSING:
+        return VariableTracker.build(tx, getattr(cls, name), src)
+    proto.guard_absent_from_classes(tx, cls, name)
+    raise observed(AttributeError, f"type object '{cls.__name__}' has no attribute '{name}'")
+
+
+def instantiate(tx, cls_var: ClassVariable, args: list, kwargs: dict) -> VariableTracker:
+    """``cls(*args, **kwargs)`` as ``type.__call__`` does it: ``__new__`` then, if the
+    result is an instance of ``cls``, ``__init__``."""
+    cls = cls_var.cls
+    if type(type(cls)).__call__ is not type.__call__ and proto.type_attr_raw(type(cls), "__call__") \
+            is not type.__call__:
+        raise unsupported("metaclass __call__", f"{cls.__qualname__}(...)")
+    new = proto.type_attr_raw(cls, "__new__")
+    if new is object.__new__:
+        obj = new_object(tx, cls)
+    elif isinstance(new, staticmethod) and isinstance(new.__func__, types.FunctionType):
+        fn = VariableTracker.build(tx, new.__func__, AttrSource(cls_var.source, "__new__"), realize=True)
+        obj = fn.call_function(tx, [cls_var, *args], kwargs)
+    else:
+        raise unsupported("class with a C-level __new__", f"{cls.__qualname__}(...)",
+                          "Instances of classes with built-in bases are not created while tracing.")
+    if isinstance(obj, UserObjectVariable) and issubclass(obj.cls, cls):
+        init = proto.type_attr_raw(obj.cls, "__init__")
+        if init is object.__init__:
+            _object_init(tx, obj, *args, **kwargs) if new is object.__new__ else None
+        else:
+            obj.var_getattr(tx, "__init__").call_function(tx, args, kwargs)
+    return obj
+
+
+class SuperVariable(VariableTracker):
+    """``super(typ, obj)``: attribute lookup along ``obj``'s MRO after ``typ``."""
+
+    def __init__(self, typ: type, obj: VariableTracker, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.typ, self.obj = typ, obj
+
+    def _repr_body(self) -> str:
+        return f"{self.typ.__qualname__}, {self.obj!r}"
+
+    def python_type(self) -> type:
+        return super
+
+    def _start_type(self) -> type:
+        obj = self.obj
+        if isinstance(obj, ClassVariable):
+            return obj.cls
+        return obj.python_type()
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        start = self._start_type()
+        found = proto.lookup_type(tx, start, name, start_after=self.typ)
+        if found is None:
+            raise observed(AttributeError, f"'super' object has no attribute '{name}'")
+        if found.var is not None:
+            return found.var
+        raw = found.raw
+        src = proto.owner_dict_source(tx, found, name)
+        is_class = isinstance(self.obj, ClassVariable)
+        if isinstance(raw, types.FunctionType):
+            fn = VariableTracker.build(tx, raw, src)
+            return fn if is_class else UserMethodVariable(fn, self.obj)
+        if isinstance(raw, staticmethod):
+            return VariableTracker.build(tx, raw.__func__, AttrSource(src, "__func__"))
+        if isinstance(raw, classmethod):
+            owner = self.obj if is_class else VariableTracker.build(tx, start)
+            return UserMethodVariable(VariableTracker.build(tx, raw.__func__, AttrSource(src, "__func__")), owner)
+        if isinstance(raw, property):
+            return proto.call_descriptor_method(tx, raw.fget, AttrSource(src, "fget"), [self.obj])
+        if isinstance(raw, proto._BUILTIN_DESCRIPTORS):
+            return SuperBuiltinMethodVariable(raw, name, self.obj)
+        return VariableTracker.build(tx, raw, src)
+
+
+class SuperBuiltinMethodVariable(VariableTracker):
+    """A C-level method found through ``super()`` (``object.__init__``,
+    ``object.__setattr__``, ``object.__new__``...): calls the object's generic version."""
+
+    def __init__(self, raw: Any, name: str, obj: VariableTracker, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.raw, self.name, self.obj = raw, name, obj
+
+    def _repr_body(self) -> str:
+        return f"{self.name} of {self.obj!r}"
+
+    def call_function(self, tx, args, kwargs) -> VariableTracker:
+        if self.name == "__new__":
+            return tx.call_python_builtin(object.__new__, args, kwargs)
+        method = _OBJECT_METHODS.get(self.name)
+        if method is None or getattr(object, self.name, None) is not self.raw:
+            raise unsupported("super() call to a C-level method", f"super().{self.name}")
+        return method(tx, self.obj, *args, **kwargs)
+
+
+class PythonModuleVariable(VariableTracker):
+    """A Python module (``torch``, ``math``, a user module)."""
+
+    def __init__(self, module: types.ModuleType, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.module = module
+
+    def _repr_body(self) -> str:
+        return self.module.__name__
+
+    def python_type(self) -> type:
+        return types.ModuleType
+
+    def as_python_constant(self):
+        return self.module
+
+    def identity(self):
+        return self.module
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        try:
+            value = getattr(self.module, name)
+        except AttributeError:
+            raise observed(AttributeError, f"module '{self.module.__name__}' has no attribute '{name}'") from None
+        stable = _is_stable_module(self.module)
+        source = None if stable or self.source is None else AttrSource(self.source, name)
+        return VariableTracker.build(tx, value, source)
+
+    def has_attr(self, tx, name: str) -> bool:
+        result = hasattr(self.module, name)
+        if self.source is not None and not _is_stable_module(self.module):
+            tx.output.add_guard(self.source, GuardKind.HASATTR, (name, result))
+        return result
+
+
+def _is_stable_module(module: types.ModuleType) -> bool:
+    """Attributes of torch and the standard library are assumed not to be reassigned, so
+    only the module itself is guarded (as TorchDynamo does)."""
+    name = module.__name__.split(".")[0]
+    return name == "torch" or name in sys.stdlib_module_names
+
+
+@register_builder(object)
+def _build_object(tx, value, source):
+    """Any other object: a user object, guarded by its exact type."""
+    if source is None:
+        source = ConstSource(value, f"<{type(value).__qualname__} object>")
+    tx.output.add_guard(source, GuardKind.TYPE_MATCH, type(value))
+    return UserObjectVariable(value, source=source)
+
+
+@register_builder(type)
+def _build_class(tx, value, source):
+    if source is not None:
+        tx.output.add_guard(source, GuardKind.ID_MATCH, value)
+    return ClassVariable(value, source=source)
+
+
+@register_builder(types.ModuleType)
+def _build_module(tx, value, source):
+    if source is not None:
+        tx.output.add_guard(source, GuardKind.ID_MATCH, value)
+    return PythonModuleVariable(value, source=source)
+
+
+__all__ = ["UserObjectVariable", "InstanceDictVariable", "ClassVariable", "SuperVariable",
+           "PythonModuleVariable", "MethodVariable", "new_object", "instantiate"]

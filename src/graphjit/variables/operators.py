@@ -1,0 +1,198 @@
+"""Operators on trackers: ``BINARY_OP``, ``COMPARE_OP``, ``IS_OP``, ``CONTAINS_OP`` and
+the unary ones, as CPython evaluates them.
+
+* A tensor operand puts the operator in the graph with the ``operator`` function as
+  target, as TorchDynamo does.  An in-place operator whose left operand is not a tensor
+  (``c = 0; c += x``) is the plain operator: ints have no ``__iadd__``.
+* Constants are folded; an error is the program's (observed exception).
+* Sequences, dicts and sets use their value semantics (concatenation, ``==`` item by
+  item through the ``polyfills``, set algebra on keys views).
+* User objects call their dunder methods (inlined), with the reflected method when the
+  first returns ``NotImplemented``; ``==`` without ``__eq__`` is identity.
+"""
+
+from __future__ import annotations
+
+import operator
+import types
+from typing import Callable
+
+from ..exc import observed, unsupported
+from ..polyfills import builtins as poly
+from . import object_protocol as proto
+from .base import VariableTracker, call_python
+from .constant import ConstantVariable
+from .dicts import DictVariable, DictViewVariable, MISSING
+from .objects import UserObjectVariable
+from .sequences import BaseSequenceVariable, ListVariable, TupleVariable
+from .sets import SetVariable, other_keys
+
+_INPLACE_TO_PLAIN = {
+    operator.iadd: operator.add, operator.isub: operator.sub, operator.imul: operator.mul,
+    operator.itruediv: operator.truediv, operator.ifloordiv: operator.floordiv,
+    operator.imod: operator.mod, operator.ipow: operator.pow, operator.imatmul: operator.matmul,
+    operator.iand: operator.and_, operator.ior: operator.or_, operator.ixor: operator.xor,
+    operator.ilshift: operator.lshift, operator.irshift: operator.rshift,
+}
+_DUNDERS = {
+    operator.add: ("__add__", "__radd__"), operator.sub: ("__sub__", "__rsub__"),
+    operator.mul: ("__mul__", "__rmul__"), operator.truediv: ("__truediv__", "__rtruediv__"),
+    operator.floordiv: ("__floordiv__", "__rfloordiv__"), operator.mod: ("__mod__", "__rmod__"),
+    operator.pow: ("__pow__", "__rpow__"), operator.matmul: ("__matmul__", "__rmatmul__"),
+    operator.and_: ("__and__", "__rand__"), operator.or_: ("__or__", "__ror__"),
+    operator.xor: ("__xor__", "__rxor__"), operator.lshift: ("__lshift__", "__rlshift__"),
+    operator.rshift: ("__rshift__", "__rrshift__"),
+    operator.eq: ("__eq__", "__eq__"), operator.ne: ("__ne__", "__ne__"),
+    operator.lt: ("__lt__", "__gt__"), operator.gt: ("__gt__", "__lt__"),
+    operator.le: ("__le__", "__ge__"), operator.ge: ("__ge__", "__le__"),
+}
+
+
+def _name(fn) -> str:
+    return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", repr(fn))
+
+
+def binary_op(tx, op: Callable, left: VariableTracker, right: VariableTracker) -> VariableTracker:
+    """``op(left, right)`` for any trackers."""
+    if op in (operator.is_, operator.is_not):
+        same = left.identity() is right.identity()
+        return ConstantVariable(same if op is operator.is_ else not same)
+    if left.is_tensor() or right.is_tensor():
+        if not left.is_tensor() and op in _INPLACE_TO_PLAIN:
+            op = _INPLACE_TO_PLAIN[op]
+        return tx.output.call(tx, "call_function", op, [left, right], {})
+    if isinstance(left, UserObjectVariable) or isinstance(right, UserObjectVariable):
+        return _object_op(tx, op, left, right)
+    if isinstance(left, (BaseSequenceVariable, DictVariable, SetVariable, DictViewVariable)) or \
+            isinstance(right, (BaseSequenceVariable, DictVariable, SetVariable, DictViewVariable)):
+        return _container_op(tx, op, left, right)
+    if left.is_python_constant() and right.is_python_constant():
+        return VariableTracker.build(tx, call_python(_name(op), op, left.as_python_constant(),
+                                                     right.as_python_constant()))
+    if op in (operator.eq, operator.ne):
+        same = left.identity() is right.identity()
+        return ConstantVariable(same if op is operator.eq else not same)
+    raise unsupported("unsupported operand types", f"{_name(op)}({left!r}, {right!r})")
+
+
+def _container_op(tx, op, left, right) -> VariableTracker:
+    base_op = _INPLACE_TO_PLAIN.get(op, op)
+    if isinstance(left, ListVariable) and op in (operator.iadd,):
+        left.call_method(tx, "extend", [right], {})
+        return left
+    if isinstance(left, ListVariable) and op is operator.imul:
+        times = right.as_python_constant()
+        left.call_method(tx, "extend", [ListVariable(left.items * (times - 1))], {}) if times > 0 \
+            else left.call_method(tx, "clear", [], {})
+        return left
+    if base_op is operator.add and isinstance(left, BaseSequenceVariable) and isinstance(right, BaseSequenceVariable):
+        if left.python_type() is not right.python_type():
+            raise observed(TypeError, f'can only concatenate {left.python_type().__name__} (not '
+                                      f'"{right.python_type().__name__}") to {left.python_type().__name__}')
+        return left.new_like(left.items + right.items)
+    if base_op is operator.mul and (isinstance(left, BaseSequenceVariable) or isinstance(right, BaseSequenceVariable)):
+        seq, n = (left, right) if isinstance(left, BaseSequenceVariable) else (right, left)
+        return seq.new_like(seq.items * n.as_python_constant())
+    if op in (operator.eq, operator.ne):
+        result = _container_eq(tx, left, right)
+        if op is operator.ne:
+            return ConstantVariable(not result.as_python_constant()) if result.is_python_constant() \
+                else unary_op(tx, operator.not_, result)
+        return result
+    if _set_like(left) and _set_like(right):
+        value = call_python(_name(base_op), base_op, other_keys(tx, left), other_keys(tx, right))
+        return SetVariable(value) if isinstance(value, (set, frozenset)) else ConstantVariable(value)
+    if isinstance(left, DictVariable) and isinstance(right, DictVariable) and base_op is operator.or_:
+        merged = DictVariable(dict(left.realize_items(tx))) if op is operator.or_ else left
+        merged.call_method(tx, "update", [right], {})
+        return merged
+    if left.is_python_constant() and right.is_python_constant():
+        return VariableTracker.build(tx, call_python(_name(op), op, left.as_python_constant(),
+                                                     right.as_python_constant()))
+    if isinstance(left, BaseSequenceVariable) and isinstance(right, BaseSequenceVariable) and \
+            op in (operator.lt, operator.le, operator.gt, operator.ge):
+        raise unsupported("ordering of sequences with non-constant items", f"{left!r} {_name(op)} {right!r}")
+    raise observed(TypeError, f"unsupported operand type(s) for {_name(op)}: "
+                              f"'{left.python_type().__name__}' and '{right.python_type().__name__}'")
+
+
+def _set_like(var) -> bool:
+    return isinstance(var, SetVariable) or (isinstance(var, DictViewVariable) and var.kind == "keys")
+
+
+def _container_eq(tx, left, right) -> VariableTracker:
+    if _set_like(left) and _set_like(right):
+        return ConstantVariable(other_keys(tx, left) == other_keys(tx, right))
+    lt, rt = left.python_type(), right.python_type()
+    if isinstance(left, BaseSequenceVariable) and isinstance(right, BaseSequenceVariable):
+        if (lt is list) != (rt is list):
+            return ConstantVariable(False)
+        return tx.inline_polyfill(poly.sequence_eq, [left, right])
+    if isinstance(left, DictVariable) and isinstance(right, DictVariable):
+        return tx.inline_polyfill(poly.dict_eq, [left, right])
+    if isinstance(left, DictViewVariable) or isinstance(right, DictViewVariable):
+        return ConstantVariable(False if not (_set_like(left) and _set_like(right)) else
+                                other_keys(tx, left) == other_keys(tx, right))
+    return ConstantVariable(left.identity() is right.identity())
+
+
+def _object_op(tx, op, left, right) -> VariableTracker:
+    """A user object's dunder method, then the reflected one (``NotImplemented``)."""
+    base_op = _INPLACE_TO_PLAIN.get(op, op)
+    names = _DUNDERS.get(base_op)
+    if names is None:
+        raise unsupported("operator on a user object", f"{_name(op)}({left!r}, {right!r})")
+    inplace = "__i" + names[0][2:] if base_op is not op else None
+    attempts = []
+    if inplace and isinstance(left, UserObjectVariable):
+        attempts.append((left, inplace, right))
+    if isinstance(left, UserObjectVariable):
+        attempts.append((left, names[0], right))
+    if isinstance(right, UserObjectVariable):
+        attempts.append((right, names[1], left))
+    for obj, dunder, other in attempts:
+        impl = proto.type_attr_raw(obj.python_type(), dunder)
+        if impl is MISSING or impl is getattr(object, dunder, None):
+            continue
+        if not isinstance(impl, types.FunctionType):
+            raise unsupported("C-level operator method", f"{obj.python_type().__qualname__}.{dunder}")
+        result = obj.var_getattr(tx, dunder).call_function(tx, [other], {})
+        if not (result.is_python_constant() and result.as_python_constant() is NotImplemented):
+            return result
+    if base_op in (operator.eq, operator.ne):
+        same = left.identity() is right.identity()
+        return ConstantVariable(same if base_op is operator.eq else not same)
+    raise observed(TypeError, f"unsupported operand type(s) for {_name(op)}: "
+                              f"'{left.python_type().__name__}' and '{right.python_type().__name__}'")
+
+
+def unary_op(tx, op: Callable, value: VariableTracker) -> VariableTracker:
+    if value.is_tensor():
+        if op is operator.not_:
+            value.truthiness(tx)  # raises the data-dependent break
+        return tx.output.call(tx, "call_function", op, [value], {})
+    if op is operator.not_:
+        return ConstantVariable(not value.truthiness(tx))
+    if isinstance(value, UserObjectVariable):
+        dunder = {operator.neg: "__neg__", operator.pos: "__pos__", operator.invert: "__invert__"}[op]
+        return value.var_getattr(tx, dunder).call_function(tx, [], {})
+    return VariableTracker.build(tx, call_python(_name(op), op, value.as_python_constant()))
+
+
+def contains(tx, container: VariableTracker, item: VariableTracker) -> VariableTracker:
+    """``item in container`` (``CONTAINS_OP``)."""
+    if container.is_tensor():
+        return tx.output.call(tx, "call_method", "__contains__", [container, item], {})
+    if isinstance(container, (BaseSequenceVariable, DictVariable, SetVariable, DictViewVariable)):
+        return container.call_method(tx, "__contains__", [item], {})
+    if isinstance(container, UserObjectVariable):
+        if proto.type_attr_raw(container.python_type(), "__contains__") is not MISSING:
+            return container.var_getattr(tx, "__contains__").call_function(tx, [item], {})
+        return tx.inline_polyfill(poly.sequence_contains, [TupleVariable(container.unpack(tx)), item])
+    if container.is_python_constant() and item.is_python_constant():
+        return ConstantVariable(call_python("in", operator.contains, container.as_python_constant(),
+                                            item.as_python_constant()))
+    if container.is_python_constant():  # e.g. a tensor in a constant tuple
+        items = [VariableTracker.build(tx, v) for v in container.as_python_constant()]
+        return tx.inline_polyfill(poly.sequence_contains, [TupleVariable(items), item])
+    raise unsupported("unsupported `in`", f"{item!r} in {container!r}")
