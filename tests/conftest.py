@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 import graphjit
 
 # the helpers shared by the test files assert too: give their failures pytest's detail
 pytest.register_assert_rewrite("_shared")
+
+
+@pytest.fixture(autouse=True)
+def _grad_mode_restored(request):
+    """No test (and no compiled code it runs) may leave global grad mode changed."""
+    yield
+    if not torch.is_grad_enabled():
+        torch.set_grad_enabled(True)
+        raise AssertionError(f"grad mode left disabled by {request.node.nodeid}")
 
 
 @pytest.fixture(autouse=True)

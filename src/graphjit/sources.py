@@ -21,6 +21,8 @@ import abc
 import dataclasses
 from typing import Any, Callable
 
+import torch
+
 from .bytecode.instruction import Instruction, create_call, create_instruction, create_load_global
 
 
@@ -232,6 +234,23 @@ class GenericAttrSource(ChainedSource):
                 create_instruction("LOAD_CONST", argval=object.__getattribute__),
                 *self.base.reconstruct(), create_instruction("LOAD_CONST", argval=self.attr),
                 *create_call(2)]
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class FromNumpySource(ChainedSource):
+    """``torch.from_numpy(base)``: a tensor sharing memory with a numpy array."""
+
+    base: Source
+
+    def display(self) -> str:
+        return f"torch.from_numpy({self.base.display()})"
+
+    def guard_expr(self, scope: GuardScope) -> str:
+        return f"{scope.ref(torch.from_numpy)}({self.base.guard_expr(scope)})"
+
+    def reconstruct(self) -> list[Instruction]:
+        return [create_instruction("PUSH_NULL"), create_instruction("LOAD_CONST", argval=torch.from_numpy),
+                *self.base.reconstruct(), *create_call(1)]
 
 
 def module_attr_source(base: Source, attr: str, kind: str) -> Source:

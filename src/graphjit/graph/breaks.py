@@ -42,7 +42,7 @@ from ..variables import (
 )
 from ..variables.nn_module import is_leaf_module
 from .codegen import PyCodegen
-from .resume import cell_names, copy_instructions, resume_code, stack_name
+from .resume import cell_names, copy_instructions, resume_code, stack_name, super_first_arg
 
 _NOP_OPS = ("RESUME", "MAKE_CELL", "COPY_FREE_VARS")
 _NOP = dis.opmap["NOP"]
@@ -194,13 +194,19 @@ class BreakCodegen:
 
     def _begin_resume_call(self, passthrough, target: int):
         """``PUSH_NULL``, a slot for the resume function (``marker``), the passthrough
-        stack and the locals live at ``target``: the arguments the tail call starts with."""
+        stack and the locals live at ``target``: the arguments the tail call starts with
+        (for code using zero-argument ``super()``, its first argument comes first)."""
         self.cg.push_null()
         marker = len(self.cg.instructions)
+        first = super_first_arg(self.tx.code)
+        if first is not None:
+            reconstruct_local(self.tx, self.cg, first)
         names, nulls = self._push_passthrough(passthrough)
-        live = defined_locals(self.tx, live_locals(self.tx.instructions, target))
+        live = [n for n in defined_locals(self.tx, live_locals(self.tx.instructions, target)) if n != first]
         for name in live:
             reconstruct_local(self.tx, self.cg, name)
+        if first is not None:
+            names = [first, *names]
         return marker, names, nulls, live
 
     # -- kinds ----------------------------------------------------------------------------

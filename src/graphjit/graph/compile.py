@@ -34,20 +34,28 @@ class CompiledGraph:
         return f"<compiled graph {self.name}>"
 
 
-def collect_tensors(var: VariableTracker, out: list[TensorVariable]) -> None:
-    """Tensor trackers reachable from ``var`` (through containers, bound methods, ...)."""
-    if isinstance(var, TensorVariable):
-        out.append(var)
-    else:
-        for child in var.children():
-            collect_tensors(child, out)
+def collect_tensors(var: VariableTracker, out: list[TensorVariable], seen: set[int] | None = None) -> None:
+    """Tensor trackers reachable from ``var`` (through containers, objects, bound methods;
+    trackers may form cycles, each is visited once)."""
+    seen = set() if seen is None else seen
+    stack = [var]
+    while stack:
+        v = stack.pop()
+        if id(v) in seen:
+            continue
+        seen.add(id(v))
+        if isinstance(v, TensorVariable):
+            out.append(v)
+        else:
+            stack.extend(reversed(v.children()))
 
 
 def graph_outputs_for(values: list[VariableTracker]) -> list[torch.fx.Node]:
     """Nodes the graph must return: tensors that are not reloadable inputs, each once."""
     tensors: list[TensorVariable] = []
+    seen: set[int] = set()
     for v in values:
-        collect_tensors(v, tensors)
+        collect_tensors(v, tensors, seen)
     nodes: dict[torch.fx.Node, None] = {}
     for t in tensors:
         if t.node.op == "placeholder" and t.source is not None:

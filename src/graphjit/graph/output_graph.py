@@ -211,6 +211,22 @@ class OutputGraph:
                     return arg
         return self.wrap_result(node, example, op, target)
 
+    def call_leaf_forward(self, tx, module: torch.nn.Module, hint: str, args: list,
+                          kwargs: dict) -> VariableTracker:
+        """``type(module).forward(module, ...)`` as one node: a leaf module whose hooks the
+        trace ran itself (``call_module`` would run ``Module.__call__`` and the hooks again)."""
+        target = self.add_attr(module, hint)
+        mod_node = self.graph.get_attr(target)
+        node_args = (mod_node, *(_to_node_arg(a) for a in args))
+        node_kwargs = {k: _to_node_arg(v) for k, v in kwargs.items()}
+        fake_args = torch.fx.node.map_arg(node_args[1:], _example)
+        fake_kwargs = torch.fx.node.map_arg(node_kwargs, _example)
+        fake = self.fake_module(target)
+        example = self._run_fake("call_function", _leaf_forward, (fake, *fake_args), fake_kwargs)
+        node = self.graph.create_node("call_function", _leaf_forward, node_args, node_kwargs)
+        node.meta["stack"] = tx.user_stack_summary()
+        return self.wrap_result(node, example, "call_function", _leaf_forward)
+
     def fake_module(self, target: str) -> torch.nn.Module:
         """A copy of the registered module ``target`` whose parameters and buffers are fake
         (running a module on fake inputs must not update its real buffers)."""
@@ -283,6 +299,14 @@ class OutputGraph:
         return sum(1 for n in self.graph.nodes
                    if n.op in ("call_function", "call_method", "call_module")
                    and n.target is not torch._C._set_grad_enabled)
+
+
+def _leaf_forward(module, *args, **kwargs):
+    """A module's class ``forward``, without ``Module.__call__`` (graph target)."""
+    return type(module).forward(module, *args, **kwargs)
+
+
+_leaf_forward.__module__ = "graphjit_runtime"  # written into graph code as a global
 
 
 def _target_name(op: str, target: Any) -> str:

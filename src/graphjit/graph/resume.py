@@ -3,7 +3,8 @@
 A resume function's code is the *whole* original code object with a prologue that pushes
 the saved stack (``PUSH_NULL`` where the stack held a NULL) and jumps to the resume
 offset; everything before that offset is dead code (its line information is kept, which
-CPython allows).  Its parameters are the saved stack items (``___stack<i>``) followed by
+CPython allows).  Code that uses zero-argument ``super()`` keeps ``__class__`` as a real
+free variable and takes the frame's first argument first (``super()`` reads both).  Its parameters are the saved stack items (``___stack<i>``) followed by
 the live locals under their own names, so the original ``LOAD_FAST x`` instructions read
 them directly.  Resume functions are cached per (code, offset, stack layout, live locals)
 and wrapped in the same dispatcher as user functions, so they are traced, guarded and
@@ -49,9 +50,24 @@ def stack_name(i: int) -> str:
     return f"___stack{i}"
 
 
+def kept_free_vars(code: types.CodeType) -> tuple[str, ...]:
+    """Free variables a resume function keeps as its own: ``__class__``, which
+    zero-argument ``super()`` finds only among the frame's free variables."""
+    return ("__class__",) if "__class__" in code.co_freevars else ()
+
+
+def super_first_arg(code: types.CodeType) -> str | None:
+    """For code that may call zero-argument ``super()``: the first argument, which a resume
+    function must take as *its* first argument (``super()`` reads the first local)."""
+    if "__class__" in code.co_freevars and code.co_argcount and code.co_varnames[0] not in code.co_cellvars:
+        return code.co_varnames[0]
+    return None
+
+
 def cell_names(code: types.CodeType) -> tuple[str, ...]:
-    """The frame's cell and free variables, in the order they are passed on."""
-    return tuple(code.co_cellvars) + tuple(code.co_freevars)
+    """The frame's cell and free variables passed on as arguments, in that order."""
+    kept = kept_free_vars(code)
+    return tuple(code.co_cellvars) + tuple(n for n in code.co_freevars if n not in kept)
 
 
 def cell_param(name: str) -> str:
@@ -105,7 +121,9 @@ def resume_code(code: types.CodeType, insts: list[Instruction], target_index: in
     cellnames = cell_names(code)
     body = cells_as_arguments(body, cellnames)
     params = params + tuple(cell_param(n) for n in cellnames)
-    prologue: list[Instruction] = [create_instruction("RESUME", arg=0)]
+    kept = kept_free_vars(code)
+    prologue: list[Instruction] = [create_instruction("COPY_FREE_VARS", arg=len(kept))] if kept else []
+    prologue.append(create_instruction("RESUME", arg=0))
     for i in range(nstack):
         if i in null_idxes:
             prologue.append(create_instruction("PUSH_NULL"))
@@ -120,6 +138,6 @@ def resume_code(code: types.CodeType, insts: list[Instruction], target_index: in
     flags = code.co_flags & ~(inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)
     new = assemble(prologue + body, code, co_varnames=params + others, co_argcount=len(params),
                    co_posonlyargcount=0, co_kwonlyargcount=0, co_flags=flags,
-                   co_name=name, co_qualname=name, co_cellvars=(), co_freevars=())
+                   co_name=name, co_qualname=name, co_cellvars=(), co_freevars=kept)
     _cache[key] = new
     return new

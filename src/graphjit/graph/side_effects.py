@@ -33,6 +33,7 @@ key collapse into the first store's position with the last value, which keeps di
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 from typing import Any
 
@@ -40,9 +41,6 @@ from ..bytecode.instruction import create_instruction
 from ..variables.base import VariableTracker
 from ..variables.cells import EMPTY
 from ..variables.dicts import DELETED
-
-_CHANGED_SIZE = "__graphjit_changed__"
-
 
 @dataclasses.dataclass(eq=False)
 class Entry:
@@ -241,6 +239,18 @@ def _store_cell(cg, e: Entry, target, value) -> None:
 
 def _store_list(cg, e: Entry, target, value) -> None:
     kind, payload = value
+    if kind == "rebuild" and e.target.python_type() is collections.deque:
+        cg.load_fast(target)
+        cg.append_method_call("clear", 0)
+        cg.append_pop_top()
+        cg.load_fast(target)
+        cg.append(create_instruction("LOAD_METHOD", argval="extend"))
+        for item in payload:
+            cg.load_fast(item)
+        cg.build(list, len(payload))
+        cg.call(1)
+        cg.append_pop_top()
+        return
     if kind == "rebuild":
         for item in payload:
             cg.load_fast(item)

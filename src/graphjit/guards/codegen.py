@@ -155,11 +155,13 @@ def guard_expressions(guard: Guard, scope: GuardScope, c: _Consts,
     if k is GuardKind.CONSTANT_MATCH:
         return _constant(label, e, v, c)
     if k is GuardKind.LENGTH_CHECK:
-        return [GuardPart(label, f"type({e}) is {type(v).__name__}", f"type({e})", type(v).__name__),
+        t = type(v).__name__ if type(v) in (list, tuple) else c.ref(type(v))
+        return [GuardPart(label, f"type({e}) is {t}", f"type({e})", type(v).__name__),
                 GuardPart(label, f"len({e}) == {len(v)}", f"len({e})", str(len(v)))]
     if k is GuardKind.DICT_KEYS:
         keys = list(v)
-        return [GuardPart(label, f"type({e}) is dict", f"type({e})", "dict"),
+        t = "dict" if type(v) is dict else c.ref(type(v))
+        return [GuardPart(label, f"type({e}) is {t}", f"type({e})", type(v).__name__),
                 GuardPart(label, f"list({e}) == {c.ref(keys)}", f"list({e})", _short(keys))]
     if k is GuardKind.DICT_CONTAINS:
         key, present = v

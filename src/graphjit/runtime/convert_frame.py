@@ -61,7 +61,7 @@ class Hooks:
     """What the code generator needs from the runtime layer."""
 
     compiler_fn: Callable
-    make_resume: Callable[[types.CodeType, dict], Callable]
+    make_resume: Callable[..., Callable]
     wrap_callable: Callable[[types.FunctionType], Callable]
     fullgraph: bool = False
 
@@ -145,8 +145,8 @@ def build_entry(fn, tx: InstructionTranslator, output: OutputGraph, global_state
         output.side_effects.codegen(cg)
         cg.return_value()
     else:
-        BreakCodegen(tx, cg, lambda c: hooks.make_resume(c, fn.__globals__), hooks.wrap_callable,
-                     output.side_effects).emit(bp)
+        BreakCodegen(tx, cg, lambda c: hooks.make_resume(c, fn.__globals__, class_closure(fn)),
+                     hooks.wrap_callable, output.side_effects).emit(bp)
         _record_break(fn, bp)
     new_code = assemble(cg.instructions, code, **code_overrides(code, cg))
     for compiled in graphs:  # the code around the graph exists: now compile it
@@ -167,6 +167,13 @@ def build_entry(fn, tx: InstructionTranslator, output: OutputGraph, global_state
     labels = list(dict.fromkeys(p.label for p in guard.parts))
     _log_entry(code, new_code, graphs, labels)
     return CacheEntry(guard, new_fn, graphs, labels)
+
+
+def class_closure(fn: types.FunctionType) -> tuple | None:
+    """The ``__class__`` cell resume functions of ``fn`` keep (zero-argument super())."""
+    if "__class__" not in fn.__code__.co_freevars:
+        return None
+    return (fn.__closure__[fn.__code__.co_freevars.index("__class__")],)
 
 
 def add_leaf_module_guards(output: OutputGraph) -> None:

@@ -28,6 +28,7 @@ from ..backends.registry import lookup_backend
 from ..diagnostics import logs
 from ..exc import InternalError, Unsupported
 from ..variables.nn_module import has_hooks
+from ..variables.object_protocol import type_attr_raw
 from . import stats
 from .convert_frame import TRANSPARENT_CODES, CacheEntry, Hooks, convert_frame
 
@@ -58,7 +59,7 @@ class CompileSession:
         """The dispatcher of a resume function (one per resume code object and closure;
         resume functions take the frame's cells as arguments, and keep only ``__class__``,
         for ``super()``, as a closure)."""
-        key = (code, closure)
+        key = (code, tuple(map(id, closure)) if closure else None)  # cells are unhashable
         cf = self._resumes.get(key)
         if cf is None:
             fn = types.FunctionType(code, f_globals, code.co_name, None, closure)
@@ -77,8 +78,10 @@ class CompileSession:
         cf = self._wrapped.get(fn)
         if cf is None:
             if isinstance(fn, torch.nn.Module):
-                forward = self.wrap_callable(type(fn).forward)
-                cf = self._wrapped[fn] = ModuleCall(fn, forward)
+                raw = type_attr_raw(type(fn), "forward")
+                static = isinstance(raw, staticmethod)
+                forward = self.wrap_callable(raw.__func__ if static else type(fn).forward)
+                cf = self._wrapped[fn] = ModuleCall(fn, forward, static)
             else:
                 cf = self._wrapped[fn] = CompiledFunction(fn, session=self)
         return cf
@@ -168,9 +171,10 @@ class ModuleCall:
     run nothing else (no hooks, no ``forward`` on the instance, no ``__call__`` override);
     otherwise the module is called as it is."""
 
-    def __init__(self, module, forward: "CompiledFunction") -> None:
+    def __init__(self, module, forward: "CompiledFunction", static: bool = False) -> None:
         self._module_ref = weakref.ref(module)
         self._forward = forward
+        self._static = static  # ``forward`` is a staticmethod: no ``self``
 
     def __repr__(self) -> str:
         return f"<graphjit module call {self._forward._fn.__qualname__}>"
@@ -180,6 +184,8 @@ class ModuleCall:
         if has_hooks(module) or "forward" in module.__dict__ or \
                 type(module).__call__ is not torch.nn.Module.__call__:
             return module(*args, **kwargs)
+        if self._static:
+            return self._forward(*args, **kwargs)
         return self._forward(module, *args, **kwargs)
 
 

@@ -8,6 +8,7 @@ from ..variables import (
     ConstantVariable,
     DictVariable,
     ExceptionVariable,
+    GeneratorVariable,
     GradModeVariable,
     ListIteratorVariable,
     NullVariable,
@@ -67,9 +68,9 @@ class ControlHandlers:
 
     def FOR_ITER(self, inst) -> None:
         it = self.stack[-1]
-        if not isinstance(it, ListIteratorVariable):
+        if not isinstance(it, (ListIteratorVariable, GeneratorVariable)):
             raise unsupported("unsupported iterator", repr(it))
-        item = it.next_item()
+        item = it.next_item(self)
         if item is None:
             self.pop()
             self.jump_to(inst.target)

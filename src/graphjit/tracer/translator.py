@@ -31,7 +31,15 @@ from ..bytecode import decode, stack_effect
 from ..bytecode.instruction import Instruction
 from ..exc import InternalError, ObservedException, RestartAnalysis, Unsupported, UserFrame, observed, unsupported
 from ..sources import LocalSource
-from ..variables import CellVariable, DictVariable, TupleVariable, UserFunctionVariable, VariableTracker
+from ..variables import (
+    CellVariable,
+    ConstantVariable,
+    DictVariable,
+    GeneratorVariable,
+    TupleVariable,
+    UserFunctionVariable,
+    VariableTracker,
+)
 from ..variables.builtins import call_builtin
 from ..variables.cells import EMPTY
 from .handlers_control import ControlHandlers
@@ -161,10 +169,12 @@ class TranslatorBase(StackHandlers, LoadStoreHandlers, OpHandlers, ControlHandle
                     handler(self, inst)
             except ObservedException as e:
                 if inst.exn_tab_entry is not None:  # a handler in this frame would see it
-                    raise unsupported("exception raised inside a try or with block",
-                                      f"{type(e.exc).__name__}: {e.exc} (at {inst.opname})",
-                                      "Exceptions caught by the traced code itself are not traced "
-                                      "yet; this runs in Python.") from None
+                    reason = unsupported("exception raised inside a try or with block",
+                                         f"{type(e.exc).__name__}: {e.exc} (at {inst.opname})",
+                                         "Exceptions caught by the traced code itself are not "
+                                         "traced yet; this runs in Python.")
+                    reason.in_handler_region = True  # its handler must run: no resume here
+                    raise reason from None
                 raise
         except Unsupported as e:
             seen = e.__dict__.setdefault("_translators", set())
@@ -238,9 +248,9 @@ class TranslatorBase(StackHandlers, LoadStoreHandlers, OpHandlers, ControlHandle
     def inline_user_function(self, fn_var, args: list, kwargs: dict) -> VariableTracker:
         """Trace a Python function's body into this graph; return its result tracker."""
         code = fn_var.get_code()
-        if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
-            raise unsupported("generator function", f"call to generator {code.co_name}",
-                              "Generators and coroutines are not traced yet.")
+        if code.co_flags & (inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE):
+            raise unsupported("coroutine function", f"call to {code.co_name}",
+                              "Coroutines and async generators are not traced.")
         depth, tx = 0, self
         while tx is not None:
             depth, tx = depth + 1, tx.parent
@@ -248,6 +258,10 @@ class TranslatorBase(StackHandlers, LoadStoreHandlers, OpHandlers, ControlHandle
             raise unsupported("inlining too deep", f"{code.co_name}: depth {depth}",
                               "Recursion is not traced.")
         bound = bind_arguments(self, fn_var, code, args, kwargs)
+        if code.co_flags & inspect.CO_GENERATOR:
+            frame = GeneratorFrame(code, fn_var.get_globals(), self.output, self, bound,
+                                   fn_var.get_closure_cells(self), trusted=fn_var.trusted)
+            return GeneratorVariable(frame, fn_var.get_name())
         child = InliningTranslator(code, fn_var.get_globals(), self.output, self, bound,
                                    fn_var.get_closure_cells(self), trusted=fn_var.trusted)
         child.run()
@@ -323,6 +337,41 @@ class InliningTranslator(TranslatorBase):
         self.done = True
 
 
+class GeneratorFrame(InliningTranslator):
+    """The frame of a generator made while tracing, run one item at a time: each
+    :meth:`next_value` continues from the last ``yield`` (the frame keeps its stack and
+    locals in between) to the next one, or to its ``return``.  3.11 generator code starts
+    ``RETURN_GENERATOR; POP_TOP`` (making the generator): the frame starts after them."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.ip = next(i for i, inst in enumerate(self.instructions) if inst.opname == "RESUME")
+        self.yielded: VariableTracker | None = None
+        self.exhausted = False
+
+    def YIELD_VALUE(self, inst: Instruction) -> None:
+        self.yielded = self.pop()
+        self.push(ConstantVariable(None))  # what ``send`` would deliver: next() sends None
+        self.done = True
+
+    def RETURN_VALUE(self, inst: Instruction) -> None:
+        self.pop()
+        self.exhausted = self.done = True
+
+    def next_value(self, consumer) -> VariableTracker | None:
+        """The next yielded tracker, or ``None`` when the generator is exhausted."""
+        if self.exhausted:
+            return None
+        depth, tx = 0, consumer
+        while tx is not None:
+            depth, tx = depth + 1, tx.parent
+        if depth > MAX_INLINE_DEPTH:
+            raise unsupported("inlining too deep", f"generator {self.code.co_name}: depth {depth}")
+        self.parent, self.done, self.yielded = consumer, False, None
+        self.run()
+        return None if self.exhausted else self.yielded
+
+
 @dataclasses.dataclass
 class Speculation:
     """A decision recorded for the restart: at root step ``k``, break (``kind`` is
@@ -354,7 +403,7 @@ GENERIC_BREAKS = {
     "STORE_ATTR": (2, 0), "STORE_SUBSCR": (3, 0), "STORE_GLOBAL": (1, 0), "DELETE_ATTR": (1, 0),
     "DELETE_SUBSCR": (2, 0), "IMPORT_NAME": (2, 1), "BUILD_SET": (None, 1),
     "RAISE_VARARGS": (None, 0), "DELETE_GLOBAL": (0, 0), "DELETE_DEREF": (0, 0),
-    "STORE_DEREF": (1, 0),
+    "STORE_DEREF": (1, 0), "CONTAINS_OP": (2, 1),
 }
 CONDITIONAL_JUMPS = frozenset({
     "POP_JUMP_FORWARD_IF_TRUE", "POP_JUMP_FORWARD_IF_FALSE", "POP_JUMP_BACKWARD_IF_TRUE",
@@ -462,7 +511,7 @@ class InstructionTranslator(TranslatorBase):
             if self.fullgraph:
                 raise
             index = self.indexof[id(self.current_inst)]
-            if self.can_resume_at(index):
+            if self.can_resume_at(index) and not getattr(e, "in_handler_region", False):
                 self.speculation[k] = Speculation("resume", e)
             else:
                 self.record_step_break(k, e)

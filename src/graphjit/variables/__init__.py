@@ -22,10 +22,10 @@ from .base import (
 )
 from .constant import ConstantVariable
 from .tensor import TensorVariable
-from .sequences import BaseSequenceVariable, ListVariable, SliceVariable, TupleVariable
+from .sequences import BaseSequenceVariable, DequeVariable, ListVariable, SliceVariable, TupleVariable
 from .dicts import DictVariable, DictViewVariable
 from .sets import SetVariable
-from .iterators import ListIteratorVariable
+from .iterators import GeneratorVariable, ListIteratorVariable
 from .cells import CellVariable
 from .functions import (
     NestedUserFunctionVariable,

@@ -24,7 +24,7 @@ from .constant import ConstantVariable
 from .dicts import DictVariable, DictViewVariable, items_of
 from .exceptions import ExceptionVariable
 from .functions import UserFunctionVariable, UserMethodVariable
-from .iterators import ListIteratorVariable, make_iterator
+from .iterators import GeneratorVariable, ListIteratorVariable, make_iterator
 from .objects import ClassVariable, SuperVariable, UserObjectVariable, new_object
 from .operators import binary_op, contains
 from .sequences import BaseSequenceVariable, ListVariable, SliceVariable, TupleVariable
@@ -329,8 +329,8 @@ def _iter(tx, args, kwargs):
 @register(next)
 def _next(tx, args, kwargs):
     it = args[0]
-    if isinstance(it, ListIteratorVariable):
-        item = it.next_item()
+    if isinstance(it, (ListIteratorVariable, GeneratorVariable)):
+        item = it.next_item(tx)
         if item is None:
             if len(args) > 1:
                 return args[1]
@@ -430,7 +430,8 @@ def _getitem(tx, args, kwargs):
 
 def is_builtin_callable(value: Any) -> bool:
     if isinstance(value, type):
-        return value.__module__ == "builtins" and getattr(builtins, value.__name__, None) is value
+        return value in _HANDLERS or (value.__module__ == "builtins"
+                                      and getattr(builtins, value.__name__, None) is value)
     if not isinstance(value, (types.BuiltinFunctionType, types.BuiltinMethodType,
                               types.WrapperDescriptorType, types.MethodDescriptorType)):
         return False

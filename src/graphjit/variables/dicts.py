@@ -17,6 +17,7 @@ Keys are hashable trace-time constants (strings, numbers, classes, functions).  
 
 from __future__ import annotations
 
+import collections
 from typing import Any
 
 from ..exc import ObservedException, observed, unsupported
@@ -367,11 +368,11 @@ class DictViewVariable(VariableTracker):
         cg.append_method_call(self.kind, 0)
 
 
-@register_builder(dict, exact=True)
+@register_builder(dict, collections.OrderedDict, exact=True)
 def _build_dict(tx, value: dict, source):
     if source is not None:
-        tx.output.add_guard(source, GuardKind.TYPE_MATCH, dict)
-    return DictVariable(backing=value, source=source)
+        tx.output.add_guard(source, GuardKind.TYPE_MATCH, type(value))
+    return DictVariable(backing=value, source=source, user_cls=type(value))
 
 
 class GlobalsDictVariable(DictVariable):

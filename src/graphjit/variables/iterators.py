@@ -6,7 +6,10 @@ the items taken when the iterator was made."""
 
 from __future__ import annotations
 
-from .base import VariableTracker
+import types
+
+from ..exc import unsupported
+from .base import ValueMutationNew, VariableTracker
 from .sequences import ListVariable, TupleVariable
 
 
@@ -38,7 +41,7 @@ class ListIteratorVariable(VariableTracker):
         cg.reconstruct(TupleVariable(rest))
         cg.get_iter()
 
-    def next_item(self) -> VariableTracker | None:
+    def next_item(self, tx=None) -> VariableTracker | None:
         seq = self._seq()
         if self.index >= len(seq):
             return None
@@ -51,9 +54,42 @@ class ListIteratorVariable(VariableTracker):
         return list(rest)
 
 
-def make_iterator(tx, value: VariableTracker) -> ListIteratorVariable:
+class GeneratorVariable(VariableTracker):
+    """A generator made while tracing (a generator function called, a generator
+    expression): ``frame`` is its suspended frame, run up to its next ``yield`` each time
+    an item is taken, so its side effects interleave with the consumer's as in CPython."""
+
+    def __init__(self, frame, name: str, **kwargs) -> None:
+        super().__init__(mutation_type=ValueMutationNew(), **kwargs)
+        self.frame, self.name = frame, name
+
+    def _repr_body(self) -> str:
+        return self.name
+
+    def python_type(self) -> type:
+        return types.GeneratorType
+
+    def next_item(self, tx) -> VariableTracker | None:
+        return self.frame.next_value(tx)
+
+    def unpack(self, tx) -> list[VariableTracker]:
+        items = []
+        while (item := self.next_item(tx)) is not None:
+            items.append(item)
+        return items
+
+    def truthiness(self, tx) -> bool:
+        return True
+
+    def reconstruct(self, cg) -> None:
+        raise unsupported("generator escapes the graph", f"generator {self.name} is returned, "
+                          "stored or live across a graph break", "Generators are traced only "
+                          "while they are consumed inside the compiled region.")
+
+
+def make_iterator(tx, value: VariableTracker) -> VariableTracker:
     """``iter(value)``."""
-    if isinstance(value, ListIteratorVariable):
+    if isinstance(value, (ListIteratorVariable, GeneratorVariable)):
         return value
     if isinstance(value, ListVariable):
         value.items  # the list is consumed: realize (and guard) it

@@ -7,8 +7,10 @@
   write, seed 001's patched ``forward`` included); assigning parameters, buffers or
   submodules is a graph break.
 * A call mirrors ``Module.__call__``: a class-level ``__call__`` override is inlined;
-  the module's and the global hook dicts are guarded empty (hooks: graph break, the module
-  runs in Python with them); ``forward`` is looked up through the protocol, so an instance
+  without hooks, the module's hook dicts (one combined check) and the global ones are
+  guarded empty; with forward pre-hooks or forward hooks (the module's or global ones),
+  those are traced as ``_call_impl`` runs them, their dicts guarded by their keys (backward
+  hooks: graph break).  ``forward`` is looked up through the protocol, so an instance
   ``forward``, even one written earlier in this trace, is what runs.
 * ``torch.nn`` modules without children whose ``forward`` is their class's own are leaves:
   one ``call_module`` node.  Their ``training`` flag is guarded unless their forward never
@@ -28,9 +30,10 @@ from ..sources import AttrSource, ConstSource, module_attr_source
 from . import object_protocol as proto
 from .base import VariableTracker, register_builder
 from .constant import ConstantVariable
-from .dicts import MISSING
+from .dicts import MISSING, DictVariable
 from .functions import UserMethodVariable
 from .objects import UserObjectVariable
+from .sequences import TupleVariable
 
 _MODULE_GLOBALS = ConstSource(_module_globals, "torch.nn.modules.module")
 _GLOBAL_HOOKS = ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
@@ -175,36 +178,93 @@ class NNModuleVariable(UserObjectVariable):
         call = proto.type_attr_raw(self.cls, "__call__")
         if call is not torch.nn.Module.__call__:
             return self.var_getattr(tx, "__call__").call_function(tx, args, kwargs)
-        self._guard_no_hooks(tx)
         if m.__dict__.get("_compiled_call_impl") is not None:
             raise unsupported("module compiled with Module.compile()", type(m).__qualname__)
+        if not has_hooks(m):
+            if self.source is not None:
+                tx.output.add_guard(self.source, GuardKind.MODULE_HOOKS)
+            for name in _GLOBAL_HOOKS:
+                tx.output.add_guard(AttrSource(_MODULE_GLOBALS, name), GuardKind.EMPTY)
+            return self._call_forward(tx, args, kwargs, hooks_traced=False)
+        return self._call_with_hooks(tx, args, kwargs)
+
+    def _call_forward(self, tx, args, kwargs, hooks_traced: bool) -> VariableTracker:
         forward = self.var_getattr(tx, "forward")
         if self._is_leaf_call(forward):
-            return self._call_leaf(tx, args, kwargs)
+            return self._call_leaf(tx, args, kwargs, hooks_traced)
         return forward.call_function(tx, args, kwargs)
 
-    def _guard_no_hooks(self, tx) -> None:
-        m = self.value
-        if self.source is not None:
-            tx.output.add_guard(self.source, GuardKind.MODULE_HOOKS)
-        for name in _GLOBAL_HOOKS:
-            tx.output.add_guard(AttrSource(_MODULE_GLOBALS, name), GuardKind.EMPTY)
-        if has_hooks(m):
-            raise unsupported("module hooks", f"{type(m).__qualname__} has forward/backward hooks",
-                              "Module hooks are not traced yet; this module call runs in Python.")
+    def _hook_dict(self, tx, name: str) -> DictVariable:
+        """A hook dict of this module (``_forward_hooks``...) or a global one."""
+        if name.startswith("_global"):
+            var = VariableTracker.build(tx, getattr(_module_globals, name), AttrSource(_MODULE_GLOBALS, name))
+        else:
+            var = self.var_getattr(tx, name)
+        if not isinstance(var, DictVariable):
+            raise unsupported("module hook registry of an unexpected type", f"{self._hint(name)}")
+        return var
+
+    def _call_with_hooks(self, tx, args, kwargs) -> VariableTracker:
+        """``Module._call_impl`` with forward pre-hooks and forward hooks, traced."""
+        for name in ("_backward_hooks", "_backward_pre_hooks", "_global_backward_hooks",
+                     "_global_backward_pre_hooks"):
+            if self._hook_dict(tx, name).truthiness(tx):
+                raise unsupported("module backward hooks", f"{type(self.value).__qualname__}",
+                                  "Backward hooks are not traced; this module call runs in Python.")
+        args_var, kwargs_var = TupleVariable(list(args)), DictVariable(dict(kwargs))
+        with_kwargs = self._hook_dict(tx, "_forward_pre_hooks_with_kwargs")
+        for hook_id, hook in self._hooks(tx, "_global_forward_pre_hooks", "_forward_pre_hooks"):
+            if with_kwargs.lookup(tx, hook_id) is not MISSING:
+                result = hook.call_function(tx, [self, args_var, kwargs_var], {})
+                if not _is_none(result):
+                    pair = result.unpack(tx) if isinstance(result, TupleVariable) else ()
+                    if len(pair) != 2:
+                        raise unsupported("forward pre-hook result", "not None or (args, kwargs)")
+                    args_var, kwargs_var = pair
+            else:
+                result = hook.call_function(tx, [self, args_var], {})
+                if not _is_none(result):
+                    args_var = result if isinstance(result, TupleVariable) else TupleVariable([result])
+        kwargs_items = {k: v for k, v in kwargs_var.realize_items(tx).items()}
+        result = self._call_forward(tx, args_var.unpack(tx), kwargs_items, hooks_traced=True)
+        post_kwargs = self._hook_dict(tx, "_forward_hooks_with_kwargs")
+        global_kwargs = self._hook_dict(tx, "_global_forward_hooks_with_kwargs")
+        for hook_id, hook in self._hooks(tx, "_global_forward_hooks", "_forward_hooks"):
+            if post_kwargs.lookup(tx, hook_id) is not MISSING or global_kwargs.lookup(tx, hook_id) is not MISSING:
+                out = hook.call_function(tx, [self, args_var, kwargs_var, result], {})
+            else:
+                out = hook.call_function(tx, [self, args_var, result], {})
+            if not _is_none(out):
+                result = out
+        return result
+
+    def _hooks(self, tx, global_name: str, name: str) -> list:
+        """``(id, hook)`` pairs of the global dict then the module's, in ``_call_impl``'s order."""
+        out = []
+        for dict_name in (global_name, name):
+            out += list(self._hook_dict(tx, dict_name).realize_items(tx).items())
+        return out
 
     def _is_leaf_call(self, forward: VariableTracker) -> bool:
         m = self.value
         return (is_leaf_module(m) and isinstance(forward, UserMethodVariable)
                 and forward.fn_var.as_python_constant() is proto.type_attr_raw(type(m), "forward"))
 
-    def _call_leaf(self, tx, args, kwargs) -> VariableTracker:
+    def _call_leaf(self, tx, args, kwargs, hooks_traced: bool) -> VariableTracker:
+        """One node: ``call_module`` (its hook dicts are guarded empty), or, when the trace
+        ran the hooks itself, a call of the class's ``forward`` alone."""
         m = self.value
         if type(m) not in TRAINING_INDEPENDENT and self.source is not None:
             tx.output.add_guard(AttrSource(self.source, "training"), GuardKind.CONSTANT_MATCH, m.training)
         tx.output.leaf_modules.append((m, self.source))
+        if hooks_traced:
+            return tx.output.call_leaf_forward(tx, m, self._hint(), list(args), dict(kwargs))
         target = tx.output.add_attr(m, self._hint())
         return tx.output.call(tx, "call_module", target, list(args), dict(kwargs))
+
+
+def _is_none(var: VariableTracker) -> bool:
+    return var.is_python_constant() and var.as_python_constant() is None
 
 
 @register_builder(torch.nn.Module)

@@ -175,13 +175,15 @@ def _data_descriptor_get(tx, obj, name: str, found: TypeAttr) -> VariableTracker
     get = getattr(type(raw), "__get__")
     if isinstance(get, types.FunctionType):
         desc = VariableTracker.build(tx, raw, owner_dict_source(tx, found, name), realize=True)
-        return call_descriptor_method(tx, get, AttrSource(TypeSourceOf(desc), "__get__"),
+        return call_descriptor_method(tx, get, descriptor_method_source(raw, "__get__"),
                                       [desc, obj, VariableTracker.build(tx, cls)])
     raise unsupported("C-level data descriptor", f"{cls.__qualname__}.{name} ({type(raw).__name__})")
 
 
-def TypeSourceOf(var: VariableTracker) -> Source:  # noqa: N802 (a source constructor)
-    return ConstSource(type(var.as_python_constant()), type(var.as_python_constant()).__qualname__)
+def descriptor_method_source(raw: Any, name: str) -> Source:
+    """``type(descriptor).<name>``: the Python-level ``__get__``/``__set__``/``__delete__``
+    of a descriptor object."""
+    return AttrSource(ConstSource(type(raw), type(raw).__qualname__), name)
 
 
 def class_attr_get(tx, obj, name: str, found: TypeAttr) -> VariableTracker:
@@ -207,7 +209,7 @@ def class_attr_get(tx, obj, name: str, found: TypeAttr) -> VariableTracker:
     if get is not None:
         if isinstance(get, types.FunctionType):
             desc = VariableTracker.build(tx, raw, owner_dict_source(tx, found, name), realize=True)
-            return call_descriptor_method(tx, get, AttrSource(TypeSourceOf(desc), "__get__"),
+            return call_descriptor_method(tx, get, descriptor_method_source(raw, "__get__"),
                                           [desc, obj, VariableTracker.build(tx, cls)])
         if isinstance(raw, _BUILTIN_DESCRIPTORS):
             return MethodVariable(obj, name)  # obj.call_method(name) models these
@@ -256,7 +258,7 @@ def generic_setattr(tx, obj, name: str, value: VariableTracker) -> None:
         set_fn = getattr(type(raw), "__set__", None)
         if isinstance(set_fn, types.FunctionType):
             desc = VariableTracker.build(tx, raw, owner_dict_source(tx, found, name), realize=True)
-            call_descriptor_method(tx, set_fn, AttrSource(TypeSourceOf(desc), "__set__"), [desc, obj, value])
+            call_descriptor_method(tx, set_fn, descriptor_method_source(raw, "__set__"), [desc, obj, value])
             return
         raise unsupported("C-level data descriptor write", f"{cls.__qualname__}.{name}")
     if not obj.has_instance_dict():
@@ -295,7 +297,7 @@ def generic_delattr(tx, obj, name: str) -> None:
         del_fn = getattr(type(raw), "__delete__", None)
         if isinstance(del_fn, types.FunctionType):
             desc = VariableTracker.build(tx, raw, owner_dict_source(tx, found, name), realize=True)
-            call_descriptor_method(tx, del_fn, AttrSource(TypeSourceOf(desc), "__delete__"), [desc, obj])
+            call_descriptor_method(tx, del_fn, descriptor_method_source(raw, "__delete__"), [desc, obj])
             return
         raise unsupported("C-level data descriptor delete", f"{cls.__qualname__}.{name}")
     if not obj.has_instance_dict():

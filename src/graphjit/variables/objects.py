@@ -130,6 +130,11 @@ class UserObjectVariable(VariableTracker):
         d = self._dict
         return d is not None and (not isinstance(d, InstanceDictVariable) or name in d.written)
 
+    def replay_through_object_setattr(self) -> bool:
+        """Replay a logged attribute write with ``object.__setattr__`` (the class has its
+        own ``__setattr__``, which the trace already ran) rather than ``STORE_ATTR``."""
+        return proto.type_attr_raw(self.cls, "__setattr__") is not object.__setattr__
+
     # slots and other C-level data descriptors
     def slot_get(self, tx, name: str) -> VariableTracker:
         value = self.slot_values.get(name, MISSING)
@@ -292,6 +297,9 @@ class ClassVariable(VariableTracker):
         for k, v in pending.items():
             (own.discard if v is DELETED else own.add)(k)
         return own
+
+    def replay_through_object_setattr(self) -> bool:
+        return False  # ``C.x = v`` replays through type.__setattr__ (it clears method caches)
 
     def has_attr(self, tx, name: str) -> bool:
         try:

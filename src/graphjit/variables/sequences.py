@@ -14,13 +14,14 @@ as CPython compares it (``3 in [tensor([3.])]`` is a data-dependent branch, not 
 
 from __future__ import annotations
 
+import collections
 import operator
 from typing import Any
 
 from ..exc import observed, unsupported
 from ..guards.guard import GuardKind
 from ..polyfills import builtins as poly
-from ..sources import GetItemSource
+from ..sources import AttrSource, GetItemSource
 from .base import (
     MethodVariable,
     ValueMutationExisting,
@@ -287,6 +288,83 @@ _LIST_METHODS = {
 }
 
 
+class DequeVariable(BaseSequenceVariable):
+    """A ``collections.deque``.  A pre-existing one is realized (length and items guarded)
+    when read, and any mutation replays as ``d.clear(); d.extend([...])``."""
+
+    seq_type = collections.deque
+
+    def __init__(self, items, maxlen: int | None = None, mutation_type=None, **kwargs) -> None:
+        super().__init__(items, mutation_type=mutation_type or ValueMutationNew(), **kwargs)
+        self.maxlen = maxlen
+
+    def new_like(self, items):
+        return DequeVariable(items, self.maxlen)
+
+    def as_python_constant(self):
+        raise unsupported("not a constant", "a deque")
+
+    def _mutate(self, tx) -> None:
+        if isinstance(self.mutation_type, ValueMutationNew):
+            return
+        if self.source is None:
+            raise unsupported("mutation of a deque without a source", repr(self))
+        tx.output.side_effects.list_mutation(self, "rebuild")
+
+    def _trim(self, left: bool) -> None:
+        if self.maxlen is not None:
+            while len(self.items) > self.maxlen:
+                self.items.pop(0 if left else -1)
+
+    def call_method(self, tx, name: str, args: list, kwargs: dict) -> VariableTracker:
+        if kwargs:
+            raise unsupported("deque method with keyword arguments", f"deque.{name}")
+        items = self.items
+        if name in ("pop", "popleft") and not args:
+            if not items:
+                raise observed(IndexError, "pop from an empty deque")
+            self._mutate(tx)
+            return items.pop() if name == "pop" else items.pop(0)
+        if name in ("append", "appendleft", "extend", "extendleft", "clear", "rotate"):
+            new = args[0].unpack(tx) if name in ("extend", "extendleft") else None
+            self._mutate(tx)
+            if name == "append":
+                items.append(args[0])
+                self._trim(left=True)
+            elif name == "appendleft":
+                items.insert(0, args[0])
+                self._trim(left=False)
+            elif name == "extend":
+                items.extend(new)
+                self._trim(left=True)
+            elif name == "extendleft":
+                items[:0] = list(reversed(new))
+                self._trim(left=False)
+            elif name == "clear":
+                items.clear()
+            else:
+                n = args[0].as_python_constant() if args else 1
+                if items:
+                    n %= len(items)
+                    items[:] = items[-n:] + items[:-n] if n else items
+            return ConstantVariable(None)
+        if name == "copy":
+            return DequeVariable(list(items), self.maxlen)
+        return super().call_method(tx, name, args, kwargs)
+
+    def reconstruct(self, cg) -> None:
+        if self.source is not None:
+            cg.extend(self.source.reconstruct())
+            return
+        cg.push_null()
+        cg.load_const(collections.deque)
+        for item in self.items:
+            cg.reconstruct(item)
+        cg.build(list, len(self.items))
+        cg.load_const(self.maxlen)
+        cg.call(2)
+
+
 class SliceVariable(VariableTracker):
     """``slice(start, stop, step)`` whose parts may be trackers (tensors in an index)."""
 
@@ -358,3 +436,12 @@ def _build_list(tx, value: list, source):
     # it existed before the call: never "new", even without a source (then its mutation
     # cannot be replayed and is a graph break).  Lazy: see ListVariable.
     return ListVariable(None, mutation_type=ValueMutationExisting(), source=source, lazy=realize)
+
+
+@register_builder(collections.deque, exact=True)
+def _build_deque(tx, value: collections.deque, source):
+    if source is not None:
+        tx.output.add_guard(source, GuardKind.LENGTH_CHECK, value)
+        tx.output.add_guard(AttrSource(source, "maxlen"), GuardKind.CONSTANT_MATCH, value.maxlen)
+    items = [VariableTracker.build(tx, v, s) for v, s in zip(value, _item_sources(source, len(value)))]
+    return DequeVariable(items, value.maxlen, mutation_type=ValueMutationExisting(), source=source)

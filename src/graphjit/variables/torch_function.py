@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import sys
 import types
+import weakref
 from typing import Any
 
 import torch
 
 from ..exc import unsupported
 from ..guards.guard import GlobalQuery, GuardKind
+from ..sources import FromNumpySource
 from .base import VariableTracker, call_python, register_builder_by_id
 from .constant import ConstantVariable
 from .grad_mode import GradModeVariable
@@ -90,6 +92,10 @@ class TorchFunctionVariable(VariableTracker):
             ctx.enter(tx)  # like torch.set_grad_enabled(b): the mode changes at the call
             ctx.entered = True
             return ctx
+        if fn in _FROM_NUMPY and len(args) == 1 and not kwargs:
+            tensor = _numpy_input(tx, args[0])
+            if tensor is not None:  # torch.tensor copies: the graph must not alias the array
+                return tensor if fn is not torch.tensor else tensor.call_method(tx, "clone", [], {})
         consts = all(a.is_python_constant() for a in [*args, *kwargs.values()])
         if fn in GLOBAL_QUERIES and consts and not kwargs:
             cargs = tuple(a.as_python_constant() for a in args)
@@ -106,6 +112,18 @@ class TorchFunctionVariable(VariableTracker):
                     return ConstantVariable(args[0].is_tensor())
                 return args[0].call_method(tx, fn.__name__, [], {})
         return tx.output.call(tx, "call_function", fn, list(args), dict(kwargs))
+
+
+_FROM_NUMPY = (torch.from_numpy, torch.as_tensor, torch.tensor)
+
+
+def _numpy_input(tx, var: VariableTracker) -> VariableTracker | None:
+    """A numpy array that existed before the call, as a graph input ``torch.from_numpy(a)``
+    (read on every call: the array's current values are used, its metadata guarded)."""
+    value = getattr(var, "value", None)
+    if type(value).__module__ != "numpy" or type(value).__name__ != "ndarray" or var.source is None:
+        return None
+    return VariableTracker.build(tx, torch.from_numpy(value), FromNumpySource(var.source), realize=True)
 
 
 def unwrap_torch(fn: Any) -> Any:
@@ -161,3 +179,45 @@ def _build_torch_class(tx, value, source):
         tx.output.add_guard(source, GuardKind.ID_MATCH, value)
     return TorchFunctionVariable(value, source=source)
 
+
+
+class AutogradFunctionApplyVariable(VariableTracker):
+    """``torch.autograd.Function.apply`` (the function behind ``MyFn.apply``): a call is one
+    graph node calling ``MyFn.apply``, so autograd runs the Function's own ``forward`` and
+    ``backward`` (with every backend: AOTAutograd traces through it).  The class is
+    guarded by identity where it was read."""
+
+    def _repr_body(self) -> str:
+        return "Function.apply"
+
+    def call_function(self, tx, args, kwargs) -> VariableTracker:
+        cls = args[0].as_python_constant()
+        if not (isinstance(cls, type) and issubclass(cls, torch.autograd.Function)):
+            raise unsupported("Function.apply on a non-Function", repr(args[0]))
+        if "vjp" in cls.__dict__ or "jvp" in cls.__dict__ or "vmap" in cls.__dict__:
+            raise unsupported("autograd.Function with custom vjp/jvp/vmap", cls.__qualname__)
+        return tx.output.call(tx, "call_function", _apply_of(cls), list(args[1:]), dict(kwargs))
+
+
+_APPLY_WRAPPERS: "weakref.WeakKeyDictionary[type, Any]" = weakref.WeakKeyDictionary()
+
+
+def _apply_of(cls: type):
+    """``cls.apply`` as a plain function of the user's module (a bound method of a torch
+    class would be written into graph code as ``torch.autograd.function.apply``)."""
+    fn = _APPLY_WRAPPERS.get(cls)
+    if fn is None:
+        def apply(*args, **kwargs):
+            return cls.apply(*args, **kwargs)
+
+        apply.__name__ = apply.__qualname__ = f"{cls.__name__}_apply"
+        apply.__module__ = cls.__module__
+        fn = _APPLY_WRAPPERS[cls] = apply
+    return fn
+
+
+@register_builder_by_id(torch.autograd.Function.apply.__func__)
+def _build_function_apply(tx, value, source):
+    if source is not None:
+        tx.output.add_guard(source, GuardKind.ID_MATCH, value)
+    return AutogradFunctionApplyVariable(source=source)
