@@ -37,7 +37,9 @@ from harness import (  # noqa: E402
     SYSTEMS, call_capturing, graphjit, interleaved, median, same_result, short_error,
     silence_torch_compile, summarize, time_first_call,
 )
-from programs import STRAIGHT, Program, all_programs, fresh_function, make_mlp, tiny_args  # noqa: E402
+from programs import (  # noqa: E402
+    STRAIGHT, Program, all_programs, fresh_function, make_deep_mlp, make_mlp, tiny_args,
+)
 
 GJ, TC = SYSTEMS  # graphjit, torch.compile
 
@@ -167,6 +169,63 @@ def per_call_overhead(nargs: int, rounds: int, inner: int) -> dict[str, Any]:
     return res
 
 
+class RecordingBackend:
+    """A backend (both systems) that runs the graph as Python and remembers the arguments
+    of its last call, so the time inside the graph can be measured on its own."""
+
+    def __init__(self) -> None:
+        self.graphs: list = []
+        self.last_args: tuple | None = None
+        self.graph_fn = None
+
+    def __call__(self, gm, example_inputs):
+        self.graphs.append(gm)
+        fn = gm.forward
+
+        def run(*args):
+            self.last_args, self.graph_fn = args, fn
+            return fn(*args)
+        return run
+
+    def replay(self):
+        return self.graph_fn(*self.last_args)
+
+
+def module_overhead(rounds: int, inner: int, layers: int = 12) -> dict[str, Any]:
+    """Per-call cost of a compiled module with many submodules (batch 1, width 8): compiled
+    call minus eager call, and the *wrapper overhead*: compiled call minus the time inside
+    the captured graph (replayed on the arguments it last received), interleaved."""
+    module = make_deep_mlp(layers)
+    x = torch.randn(1, 8, generator=torch.Generator().manual_seed(3))
+    res: dict[str, Any] = {"layers": layers, "rounds": rounds, "inner": inner, "error": {}}
+    callables = {"eager": module}
+    expected = module(x)
+    for system in SYSTEMS:
+        try:
+            system.reset()
+            rec = RecordingBackend()
+            c = system.compile(module, rec)
+            for _ in range(3):
+                out = c(x)
+            if not same_result(out, expected):
+                log(f"!!! MISMATCH {system.name} on the {layers}-layer MLP (overhead run)")
+            if len(rec.graphs) != 1:
+                raise RuntimeError(f"{len(rec.graphs)} graphs")
+            res.setdefault("captured", {})[system.name] = True
+            callables[system.name] = c
+            callables[system.name + " graph"] = lambda *a, _rec=rec: _rec.replay()
+        except Exception as e:
+            res["error"][system.name] = short_error(e)
+    samples = interleaved(callables, (x,), rounds, inner)
+    med = {k: median(v) for k, v in samples.items()}
+    res["median_us"] = {k: v / 1000 for k, v in med.items()}
+    res["overhead_us"] = {k: (med[k] - med["eager"]) / 1000 for k in (GJ.name, TC.name) if k in med}
+    res["wrapper_us"] = {k: (med[k] - med[k + " graph"]) / 1000 for k in (GJ.name, TC.name) if k in med}
+    w_gj, w_tc = res["wrapper_us"].get(GJ.name), res["wrapper_us"].get(TC.name)
+    res["wrapper_ratio"] = (w_gj / w_tc) if (w_gj is not None and w_tc) else None
+    return res
+
+
 # --------------------------------------------------------------------------- 3. MLP
 
 def mlp_steady_state(rounds: int, inner: int) -> dict[str, Any]:
@@ -268,6 +327,28 @@ def render(results: dict[str, Any]) -> str:
     add("")
     add("Target: overhead ratio gj/tc ≤ 0.5.")
     add("")
+    r = results.get("module_overhead")
+    if r is not None:
+        m, o, w = r["median_us"], r["overhead_us"], r["wrapper_us"]
+        add(f"### 2b. Per-call overhead of a {r['layers']}-layer MLP module (Linear 8→8 + ReLU per "
+            f"layer, batch 1), backend=\"eager\" ({r['rounds']} rounds x {r['inner']} calls)")
+        add("")
+        add("| | eager | graphjit | torch.compile | ratio gj/tc |")
+        add("|---|---:|---:|---:|---:|")
+        for label, key in (("µs per call", ""), ("µs inside the graph", " graph")):
+            add(f"| {label} | {fmt(m['eager'], '.2f') if not key else ''} | "
+                f"{r['error'].get(GJ.name) or fmt(m.get(GJ.name + key), '.2f')} | "
+                f"{r['error'].get(TC.name) or fmt(m.get(TC.name + key), '.2f')} | |")
+        add(f"| wrapper overhead µs (call − graph) | | {fmt(w.get(GJ.name), '.2f')} | "
+            f"{fmt(w.get(TC.name), '.2f')} | {fmt(r['wrapper_ratio'], '.3f')} |")
+        add(f"| call − eager µs | | {fmt(o.get(GJ.name), '.2f')} | {fmt(o.get(TC.name), '.2f')} | |")
+        add("")
+        add("Target: wrapper overhead ratio gj/tc ≤ 0.5.  The graphs differ: graphjit calls each "
+            "`torch.nn` leaf as a module (`call_module`, which runs `Module.__call__`), "
+            "torch.compile inlines their `forward`s into the graph, so its graph can be faster "
+            "than eager.  graphjit's wrapper checks each submodule's identity, hooks and "
+            "instance `forward` on every call.")
+        add("")
 
     # 3. MLP
     r = results["mlp"]
@@ -362,6 +443,7 @@ def main(argv: list[str] | None = None) -> int:
 
     log("2. per-call overhead ...")
     results["overhead"] = []
+    results["module_overhead"] = module_overhead(params["mlp_rounds"], params["mlp_inner"])
     for n in (1, 2, 8):
         results["overhead"].append(per_call_overhead(n, params["rounds"], params["inner"]))
         log(f"  {n} args done")

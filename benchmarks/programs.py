@@ -228,6 +228,26 @@ class MLP(torch.nn.Module):
         return self.fc2(self.act(self.fc1(x)))
 
 
+class DeepMLP(torch.nn.Module):
+    """``layers`` x (Linear(width, width), ReLU): many small modules, so the per-call cost
+    of checking module state (identity, hooks, ``forward``) dominates."""
+
+    def __init__(self, layers: int = 12, width: int = 8) -> None:
+        super().__init__()
+        self.layers = torch.nn.ModuleList([torch.nn.Linear(width, width) for _ in range(layers)])
+        self.act = torch.nn.ReLU()
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = self.act(layer(x))
+        return x
+
+
+def make_deep_mlp(layers: int = 12) -> DeepMLP:
+    torch.manual_seed(0)
+    return DeepMLP(layers)
+
+
 STRAIGHT = {1: straight_1, 2: straight_2, 8: straight_8}
 
 

@@ -26,22 +26,47 @@ import torch
 from .bytecode.instruction import Instruction, create_call, create_instruction, create_load_global
 
 
-@dataclasses.dataclass(frozen=True)
 class GuardScope:
-    """Names the guard function binds as parameters (globals with these names are
-    shadowed and must be read through ``___G``), and ``ref``, which names a constant
-    object for the guard's closure."""
+    """How sources are written inside one guard function: the names it binds as
+    parameters (globals with these names are shadowed and read through ``___G``), ``ref``
+    naming a constant object for the guard's closure, and optionally common-subexpression
+    elimination: with ``uses`` (how often each source is read, from a first rendering), a
+    chained source read more than once is computed once, ``(___tN := expr)``, and its later
+    reads are ``___tN`` (the checks are one ``and`` chain evaluated left to right)."""
 
-    local_names: frozenset[str]
-    renamed: tuple[tuple[str, str], ...] = ()  # parameters that are not identifiers
-    closure_index: tuple[tuple[str, int], ...] = ()  # free variables read from ___closure
-    ref: Callable[[Any], str] = repr
+    def __init__(self, local_names: frozenset[str], renamed: tuple[tuple[str, str], ...] = (),
+                 closure_index: tuple[tuple[str, int], ...] = (), ref: Callable[[Any], str] = repr,
+                 uses: dict | None = None, count: bool = False) -> None:
+        self.local_names, self.renamed, self.closure_index, self.ref = local_names, renamed, closure_index, ref
+        self.uses = uses          # source -> number of reads (CSE on), or None
+        self.counts: dict = {} if count else None  # filled while rendering (counting pass)
+        self._names: dict = {}
+        self._fresh = 0
+
+    def fresh(self) -> str:
+        """A new local name for a value one check reads several times."""
+        self._fresh += 1
+        return f"___h{self._fresh}"
 
     def name_of(self, local: str) -> str:
         for old, new in self.renamed:
             if old == local:
                 return new
         return local
+
+    def expr_of(self, source: "Source") -> str:
+        """``source`` written for this guard (the one entry point: chained sources render
+        their base through it)."""
+        if self.counts is not None:
+            self.counts[source] = self.counts.get(source, 0) + 1
+        if self.uses is None or not isinstance(source, ChainedSource) or self.uses.get(source, 0) < 2:
+            return source.render(self)
+        name = self._names.get(source)
+        if name is not None:
+            return name
+        text = source.render(self)
+        name = self._names[source] = f"___t{len(self._names)}"
+        return f"({name} := {text})"
 
 
 class Source(abc.ABC):
@@ -51,9 +76,13 @@ class Source(abc.ABC):
     def display(self) -> str:
         """The name in logs and guard labels (``L['x'].w``)."""
 
-    @abc.abstractmethod
     def guard_expr(self, scope: GuardScope) -> str:
         """The Python expression that reads the value inside a guard function."""
+        return scope.expr_of(self)
+
+    @abc.abstractmethod
+    def render(self, scope: GuardScope) -> str:
+        """The expression itself (bases through ``scope.expr_of``)."""
 
     @abc.abstractmethod
     def reconstruct(self) -> list[Instruction]:
@@ -80,7 +109,7 @@ class LocalSource(Source):
     def display(self) -> str:
         return f"L[{self.local_name!r}]"
 
-    def guard_expr(self, scope: GuardScope) -> str:
+    def render(self, scope: GuardScope) -> str:
         # arguments are guard parameters; free variables are the guard's own free
         # variables, bound to the user function's closure cells (or read from the
         # ``___closure`` argument, see build_guard_function)
@@ -104,7 +133,7 @@ class GlobalSource(Source):
     def display(self) -> str:
         return f"G[{self.global_name!r}]"
 
-    def guard_expr(self, scope: GuardScope) -> str:
+    def render(self, scope: GuardScope) -> str:
         if self.global_name in scope.local_names or not self.global_name.isidentifier():
             return f"___G[{self.global_name!r}]"
         return self.global_name
@@ -140,7 +169,7 @@ class AttrSource(ChainedSource):
     def display(self) -> str:
         return f"{self.base.display()}.{self.attr}"
 
-    def guard_expr(self, scope: GuardScope) -> str:
+    def render(self, scope: GuardScope) -> str:
         return f"{self.base.guard_expr(scope)}.{self.attr}"
 
     def reconstruct(self) -> list[Instruction]:
@@ -157,7 +186,7 @@ class GetItemSource(ChainedSource):
     def display(self) -> str:
         return f"{self.base.display()}[{self.index!r}]"
 
-    def guard_expr(self, scope: GuardScope) -> str:
+    def render(self, scope: GuardScope) -> str:
         return f"{self.base.guard_expr(scope)}[{self.index!r}]"
 
     def reconstruct(self) -> list[Instruction]:
@@ -187,7 +216,7 @@ class ConstSource(Source):
     def display(self) -> str:
         return self.name
 
-    def guard_expr(self, scope: GuardScope) -> str:
+    def render(self, scope: GuardScope) -> str:
         return scope.ref(self.value)
 
     def reconstruct(self) -> list[Instruction]:
@@ -207,7 +236,7 @@ class TypeSource(ChainedSource):
     def display(self) -> str:
         return f"type({self.base.display()})"
 
-    def guard_expr(self, scope: GuardScope) -> str:
+    def render(self, scope: GuardScope) -> str:
         return f"type({self.base.guard_expr(scope)})"
 
     def reconstruct(self) -> list[Instruction]:
@@ -226,7 +255,7 @@ class GenericAttrSource(ChainedSource):
     def display(self) -> str:
         return f"{self.base.display()}.{self.attr}"
 
-    def guard_expr(self, scope: GuardScope) -> str:
+    def render(self, scope: GuardScope) -> str:
         return f"___object_getattribute({self.base.guard_expr(scope)}, {self.attr!r})"
 
     def reconstruct(self) -> list[Instruction]:
@@ -245,7 +274,7 @@ class FromNumpySource(ChainedSource):
     def display(self) -> str:
         return f"torch.from_numpy({self.base.display()})"
 
-    def guard_expr(self, scope: GuardScope) -> str:
+    def render(self, scope: GuardScope) -> str:
         return f"{scope.ref(torch.from_numpy)}({self.base.guard_expr(scope)})"
 
     def reconstruct(self) -> list[Instruction]:

@@ -10,7 +10,9 @@ from typing import Any, Callable
 
 import torch
 
+from ..api import compile, reset, stats
 from ..exc import Unsupported
+from ..runtime.dispatch import all_entries
 
 
 @dataclasses.dataclass
@@ -59,9 +61,6 @@ def _op_name(target) -> str:
 
 def explain(fn: Callable, *, backend: Any = None) -> Callable[..., ExplainOutput]:
     """``explain(fn)(*args, **kwargs)`` runs ``fn`` compiled once and reports."""
-    from ..api import compile, reset, stats
-    from ..runtime.dispatch import all_entries
-
     def run(*args, **kwargs) -> ExplainOutput:
         reset()
         graphs: list[torch.fx.GraphModule] = []

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import math
 import textwrap
 import types
 from typing import Any, Callable
@@ -116,22 +117,24 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _tensor_parts(label: str, e: str, t: torch.Tensor, c: _Consts, strides: bool = True,
+def _tensor_parts(label: str, E, t: torch.Tensor, c: _Consts, strides: bool = True,
                   keys: bool = True) -> list[GuardPart]:
-    parts = [GuardPart(label, f"type({e}) is {c.ref(type(t))}", f"type({e})", type(t).__name__),
-             GuardPart(label, f"{e}.dtype is {c.ref(t.dtype)}", f"{e}.dtype", str(t.dtype))]
+    """TENSOR_MATCH's checks; ``E()`` writes the tensor's expression (once per use, so
+    common-subexpression elimination sees every read)."""
+    parts = [GuardPart(label, f"type({E()}) is {c.ref(type(t))}", f"type({E()})", type(t).__name__),
+             GuardPart(label, f"{E()}.dtype is {c.ref(t.dtype)}", f"{E()}.dtype", str(t.dtype))]
     if t.device.type != "cpu":
-        parts.append(GuardPart(label, f"{e}.device == {c.ref(t.device)}", f"{e}.device", str(t.device)))
-    parts += [GuardPart(label, f"{e}.requires_grad is {t.requires_grad}", f"{e}.requires_grad",
+        parts.append(GuardPart(label, f"{E()}.device == {c.ref(t.device)}", f"{E()}.device", str(t.device)))
+    parts += [GuardPart(label, f"{E()}.requires_grad is {t.requires_grad}", f"{E()}.requires_grad",
                         str(t.requires_grad)),
-              GuardPart(label, f"{e}.shape == {c.ref(t.shape)}", f"{e}.shape", str(t.shape))]
+              GuardPart(label, f"{E()}.shape == {c.ref(t.shape)}", f"{E()}.shape", str(t.shape))]
     if strides:
-        parts.append(GuardPart(label, f"{e}.stride() == {c.ref(t.stride())}", f"{e}.stride()",
+        parts.append(GuardPart(label, f"{E()}.stride() == {c.ref(t.stride())}", f"{E()}.stride()",
                                str(t.stride())))
     if keys:
         keyset = torch._C._dispatch_keys(t)
-        parts.append(GuardPart(label, f"___dispatch_keys({e}) == {c.ref(keyset)}",
-                               f"___dispatch_keys({e})", str(keyset)))
+        parts.append(GuardPart(label, f"___dispatch_keys({E()}) == {c.ref(keyset)}",
+                               f"___dispatch_keys({E()})", str(keyset)))
     return parts
 
 
@@ -147,51 +150,54 @@ def guard_expressions(guard: Guard, scope: GuardScope, c: _Consts,
     if k is GuardKind.NO_ALIASING:
         exprs = [s.guard_expr(scope) for s in v]
         return [GuardPart(label, f"len({{{', '.join(f'id({e})' for e in exprs)}}}) == {len(exprs)}")]
-    e = guard.source.guard_expr(scope)
+    def E() -> str:  # noqa: N802  (the guarded value's expression, written once per use)
+        return guard.source.guard_expr(scope)
+
     if k is GuardKind.ID_MATCH:
-        return [GuardPart(label, f"{e} is {c.ref(v)}", e, _short(v))]
+        return [GuardPart(label, f"{E()} is {c.ref(v)}", E(), _short(v))]
     if k is GuardKind.TYPE_MATCH:
-        return [GuardPart(label, f"type({e}) is {c.ref(v)}", f"type({e})", v.__qualname__)]
+        return [GuardPart(label, f"type({E()}) is {c.ref(v)}", f"type({E()})", v.__qualname__)]
     if k is GuardKind.CONSTANT_MATCH:
-        return _constant(label, e, v, c)
+        return _constant(label, E, v, c)
     if k is GuardKind.LENGTH_CHECK:
         t = type(v).__name__ if type(v) in (list, tuple) else c.ref(type(v))
-        return [GuardPart(label, f"type({e}) is {t}", f"type({e})", type(v).__name__),
-                GuardPart(label, f"len({e}) == {len(v)}", f"len({e})", str(len(v)))]
+        return [GuardPart(label, f"type({E()}) is {t}", f"type({E()})", type(v).__name__),
+                GuardPart(label, f"len({E()}) == {len(v)}", f"len({E()})", str(len(v)))]
     if k is GuardKind.DICT_KEYS:
         keys = list(v)
         t = "dict" if type(v) is dict else c.ref(type(v))
-        return [GuardPart(label, f"type({e}) is {t}", f"type({e})", type(v).__name__),
-                GuardPart(label, f"list({e}) == {c.ref(keys)}", f"list({e})", _short(keys))]
+        return [GuardPart(label, f"type({E()}) is {t}", f"type({E()})", type(v).__name__),
+                GuardPart(label, f"list({E()}) == {c.ref(keys)}", f"list({E()})", _short(keys))]
     if k is GuardKind.DICT_CONTAINS:
         key, present = v
         ref = repr(key) if type(key) in _SIMPLE_CONSTANTS else c.ref(key)
         op = "in" if present else "not in"
-        return [GuardPart(label, f"{ref} {op} {e}", f"{ref} in {e}", str(present))]
+        return [GuardPart(label, f"{ref} {op} {E()}", f"{ref} in {E()}", str(present))]
     if k is GuardKind.HASATTR:
         name, present = v
-        test = f"hasattr({e}, {name!r})"
-        return [GuardPart(label, test if present else f"not {test}", test, str(present))]
+        test = f"hasattr({E()}, {name!r})"
+        return [GuardPart(label, test if present else f"not {test}", f"hasattr({E()}, {name!r})", str(present))]
     if k is GuardKind.EMPTY:
-        return [GuardPart(label, f"not {e}", f"len({e})", "0")]
+        return [GuardPart(label, f"not {E()}", f"len({E()})", "0")]
     if k is GuardKind.MODULE_HOOKS:
-        test = " or ".join(f"{e}.{name}" for name in _HOOK_DICTS)
-        return [GuardPart(label, f"not ({test})", f"bool({test})", "False")]
+        m = scope.fresh()
+        test = f"(({m} := {E()})." + f" or {m}.".join(_HOOK_DICTS) + ")"
+        return [GuardPart(label, f"not {test}", f"bool({test})", "False")]
     if k is GuardKind.TENSOR_MATCH:
-        return _tensor_parts(label, e, v, c, "strides" not in relaxed, "keys" not in relaxed)
+        return _tensor_parts(label, E, v, c, "strides" not in relaxed, "keys" not in relaxed)
     if k is GuardKind.OBJECT_ALIASING:
-        return [GuardPart(label, f"{e} is {guard.other.guard_expr(scope)}")]
+        return [GuardPart(label, f"{E()} is {guard.other.guard_expr(scope)}")]
     raise AssertionError(k)
 
 
-def _constant(label: str, e: str, v: Any, c: _Consts) -> list[GuardPart]:
+def _constant(label: str, E, v: Any, c: _Consts) -> list[GuardPart]:
     if v is None or isinstance(v, bool):
-        return [GuardPart(label, f"{e} is {v!r}", e, repr(v))]
-    if type(v) in _SIMPLE_CONSTANTS:
-        return [GuardPart(label, f"type({e}) is {type(v).__name__}", f"type({e})", type(v).__name__),
-                GuardPart(label, f"{e} == {v!r}", e, _short(v))]
-    return [GuardPart(label, f"type({e}) is {c.ref(type(v))}", f"type({e})", type(v).__qualname__),
-            GuardPart(label, f"{e} == {c.ref(v)}", e, _short(v))]
+        return [GuardPart(label, f"{E()} is {v!r}", E(), repr(v))]
+    if type(v) in _SIMPLE_CONSTANTS or type(v) is float and math.isfinite(v):
+        return [GuardPart(label, f"type({E()}) is {type(v).__name__}", f"type({E()})", type(v).__name__),
+                GuardPart(label, f"{E()} == {v!r}", E(), _short(v))]
+    return [GuardPart(label, f"type({E()}) is {c.ref(type(v))}", f"type({E()})", type(v).__qualname__),
+            GuardPart(label, f"{E()} == {c.ref(v)}", E(), _short(v))]
 
 
 def _equals(label: str, expr: str, expected: Any, c: _Consts) -> GuardPart:
@@ -214,27 +220,9 @@ def _order(g: Guard):
     return (_depth(src) if src is not None else 0, g.kind, len(src.display()) if src is not None else 0)
 
 
-def build_guard_function(guards: list[Guard], code: types.CodeType, fn: types.FunctionType,
-                         global_state: list[GlobalQuery], no_aliasing: bool = True,
-                         closure_arg: bool = False,
-                         relaxed_tensors: dict[int, frozenset[str]] | None = None,
-                         check_defaults: bool = True) -> GuardFunction:
-    """Compile ``guards`` (plus the global-state checks) into a :class:`GuardFunction`.
-
-    With ``closure_arg`` the function's free variables are read from a keyword-only
-    ``___closure`` argument (the closure of the function object being called) instead of
-    the closure of ``fn``: one guard then serves every function made from ``code``.
-    ``relaxed_tensors`` maps ``id(tensor)`` to TENSOR_MATCH parts (``"strides"``,
-    ``"keys"``) the compiled artifact does not depend on.  With ``check_defaults`` the
-    guard also checks that ``fn.__defaults__``/``__kwdefaults__`` are still the ones the
-    guard's own signature was built with (the user may reassign them)."""
-    relaxed_tensors = relaxed_tensors or {}
-    closure_index = tuple((n, i) for i, n in enumerate(code.co_freevars)) if closure_arg else ()
-    c = _Consts()
-    scope = GuardScope(frozenset(code.co_varnames + code.co_freevars),
-                       tuple(safe_names(code).items()), closure_index, c.ref)
-    # containers are checked before their items (a key guard before an item's guard)
-    ordered = sorted(guards, key=_order)
+def _collect_parts(ordered: list[Guard], scope: GuardScope, c: _Consts, fn, global_state,
+                   no_aliasing: bool, relaxed_tensors: dict, check_defaults: bool) -> list[GuardPart]:
+    """Every check, cheapest first (see the module docstring)."""
     parts: list[GuardPart] = []
     if check_defaults:
         d, kwd = fn.__defaults__, fn.__kwdefaults__
@@ -262,6 +250,37 @@ def build_guard_function(guards: list[Guard], code: types.CodeType, fn: types.Fu
         else:
             checks = [f"len({{{', '.join(f'id({e})' for e in exprs)}}}) == {len(exprs)}"]
         parts += [GuardPart("global NO_TENSOR_ALIASING", expr) for expr in checks]
+    return parts
+
+
+def build_guard_function(guards: list[Guard], code: types.CodeType, fn: types.FunctionType,
+                         global_state: list[GlobalQuery], no_aliasing: bool = True,
+                         closure_arg: bool = False,
+                         relaxed_tensors: dict[int, frozenset[str]] | None = None,
+                         check_defaults: bool = True) -> GuardFunction:
+    """Compile ``guards`` (plus the global-state checks) into a :class:`GuardFunction`.
+
+    With ``closure_arg`` the function's free variables are read from a keyword-only
+    ``___closure`` argument (the closure of the function object being called) instead of
+    the closure of ``fn``: one guard then serves every function made from ``code``.
+    ``relaxed_tensors`` maps ``id(tensor)`` to TENSOR_MATCH parts (``"strides"``,
+    ``"keys"``) the compiled artifact does not depend on.  With ``check_defaults`` the
+    guard also checks that ``fn.__defaults__``/``__kwdefaults__`` are still the ones the
+    guard's own signature was built with (the user may reassign them)."""
+    relaxed_tensors = relaxed_tensors or {}
+    closure_index = tuple((n, i) for i, n in enumerate(code.co_freevars)) if closure_arg else ()
+    c = _Consts()
+
+    def scope(**kwargs) -> GuardScope:
+        return GuardScope(frozenset(code.co_varnames + code.co_freevars),
+                          tuple(safe_names(code).items()), closure_index, c.ref, **kwargs)
+
+    # containers are checked before their items (a key guard before an item's guard)
+    ordered = sorted(guards, key=_order)
+    options = (fn, global_state, no_aliasing, relaxed_tensors, check_defaults)
+    counting = scope(count=True)
+    parts = _collect_parts(ordered, counting, c, *options)  # readable, one by one (why)
+    fast = _collect_parts(ordered, scope(uses=counting.counts), c, *options)  # shared reads
 
     sig = signature_text(code, ("___closure",) if closure_arg else ())
     helpers = {"___dispatch_keys": torch._C._dispatch_keys,
@@ -269,7 +288,7 @@ def build_guard_function(guards: list[Guard], code: types.CodeType, fn: types.Fu
                "___G": fn.__globals__, "___self_fn": fn}
     cell_names = list(c.names) + list(helpers)
     free = [] if closure_arg else list(code.co_freevars)
-    body = " and\n                ".join(f"({p.expr})" for p in parts) or "True"
+    body = " and\n                ".join(f"({p.expr})" for p in fast) or "True"
     guard_src = (
         f"    def ___guard({sig}):\n"
         f"        try:\n"

@@ -60,6 +60,7 @@ GLOBAL_STATE: tuple[tuple[str, Callable], ...] = (
     ("DEFAULT_DTYPE", torch.get_default_dtype),
     ("INFERENCE_MODE", torch.is_inference_mode_enabled),
     ("AUTOCAST", torch._C._is_any_autocast_enabled),
+    ("DETERMINISTIC_ALGORITHMS", torch.are_deterministic_algorithms_enabled),
 )
 #: Checked only while autocast is on (its dtype matters then).
 AUTOCAST_DETAIL: tuple[tuple[str, Callable], ...] = (

@@ -219,11 +219,16 @@ def _check_guard_holds(guard: GuardFunction, fn, f_args) -> None:
 
 def needed_guards(output: OutputGraph) -> list:
     """The trace's guards less the TENSOR_MATCH of inputs that no op used and whose
-    metadata nothing read: such tensors only pass through (seed 002's lazy guarding)."""
+    metadata nothing read (such tensors only pass through: seed 002's lazy guarding), and
+    less type checks another guard of the same value already makes."""
     passthrough = {id(a.example) for a in output.graph_args
                    if not a.node.users and not a.node.meta.get("metadata_used")}
+    # a TYPE_MATCH implied by a LENGTH_CHECK/DICT_KEYS of the same source and type
+    implied = {(g.source, type(g.value)) for g in output.guards.values()
+               if g.kind in (GuardKind.LENGTH_CHECK, GuardKind.DICT_KEYS)}
     return [g for g in output.guards.values()
-            if not (g.kind is GuardKind.TENSOR_MATCH and id(g.value) in passthrough)]
+            if not (g.kind is GuardKind.TENSOR_MATCH and id(g.value) in passthrough)
+            and not (g.kind is GuardKind.TYPE_MATCH and (g.source, g.value) in implied)]
 
 
 def relaxed_tensor_checks(output: OutputGraph, hooks: Hooks) -> dict[int, frozenset[str]]:

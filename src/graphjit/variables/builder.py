@@ -75,9 +75,13 @@ def build_callable(tx, value: Any, source: Source | None) -> VariableTracker:
     if isinstance(value, types.FunctionType):
         # the code object, not the function, decides what runs (functions made by a
         # ``def`` inside another function are new objects on every call); defaults and
-        # closure contents are guarded through their own sources when they are used
-        _guard(tx, _attr(source, "__code__"), GuardKind.ID_MATCH, value.__code__)
-        _guard(tx, source, GuardKind.TYPE_MATCH, types.FunctionType)
+        # closure contents are guarded through their own sources when they are used.  A
+        # bound method's function (a class attribute) is guarded by identity instead.
+        if isinstance(source, AttrSource) and source.attr == "__func__":
+            _guard(tx, source, GuardKind.ID_MATCH, value)  # a method's function: one object
+        else:
+            _guard(tx, _attr(source, "__code__"), GuardKind.ID_MATCH, value.__code__)
+            _guard(tx, source, GuardKind.TYPE_MATCH, types.FunctionType)
         filename = value.__code__.co_filename
         if filename.startswith(_STDLIB_PREFIXES) and "site-packages" not in filename:
             return OpaqueCallableVariable(value, "skipped standard-library function", source=source)

@@ -30,6 +30,7 @@ from __future__ import annotations
 import builtins
 import dataclasses
 import types
+import weakref
 from typing import Any
 
 from ..exc import ObservedException, observed, unsupported
@@ -100,17 +101,31 @@ def owner_dict_source(tx, found: TypeAttr, name: str) -> Source:
     return GetItemSource(AttrSource(class_source(tx, found.owner), "__dict__"), name)
 
 
+def is_stable_class(cls: type) -> bool:
+    """Classes whose attributes are assumed not to be reassigned, so reads of them are not
+    guarded (as for torch's and the standard library's module attributes): builtins (they
+    cannot be changed) and torch's own classes."""
+    module = cls.__module__ or ""
+    return module == "builtins" or module == "torch" or module.startswith("torch.")
+
+
+_CLASS_DICTS: "weakref.WeakKeyDictionary[type, Any]" = weakref.WeakKeyDictionary()
+
+
+def class_dict_source(klass: type) -> Source:
+    """``klass.__dict__`` as a constant: one ``mappingproxy`` kept per class (a live view of
+    its dict, so a check reads it without an attribute lookup)."""
+    proxy = _CLASS_DICTS.get(klass)
+    if proxy is None:
+        proxy = _CLASS_DICTS[klass] = klass.__dict__
+    return ConstSource(proxy, f"{klass.__qualname__}.__dict__")
+
+
 def guard_absent_from_classes(tx, cls: type, name: str) -> None:
-    """A failed lookup depends on ``name`` staying absent from every user class of the MRO
-    (builtin classes cannot gain attributes)."""
+    """A failed lookup depends on ``name`` staying absent from every user class of the MRO."""
     for klass in cls.__mro__:
-        if klass.__module__ == "builtins" or klass in _IMMUTABLE_CLASSES:
-            continue
-        tx.output.add_guard(AttrSource(class_source(tx, klass), "__dict__"),
-                            GuardKind.DICT_CONTAINS, (name, False))
-
-
-_IMMUTABLE_CLASSES: set[type] = set()
+        if not is_stable_class(klass):
+            tx.output.add_guard(class_dict_source(klass), GuardKind.DICT_CONTAINS, (name, False))
 
 
 def call_descriptor_method(tx, fn_raw, fn_source: Source | None, args: list) -> VariableTracker:
@@ -196,6 +211,10 @@ def class_attr_get(tx, obj, name: str, found: TypeAttr) -> VariableTracker:
     raw, cls = found.raw, obj.python_type()
     attr_src = obj.attr_source(name)
     if isinstance(raw, types.FunctionType):
+        if is_stable_class(found.owner):  # torch's own method: only its shadowing is guarded
+            if obj.has_instance_dict() and attr_src is not None:
+                obj.instance_dict(tx).guard_contains(tx, name, False)
+            return UserMethodVariable(VariableTracker.build(tx, raw), obj)
         src = AttrSource(attr_src, "__func__") if attr_src is not None else \
             AttrSource(class_source(tx, cls), name)
         return UserMethodVariable(VariableTracker.build(tx, raw, src), obj)
