@@ -1224,8 +1224,9 @@ def test_boolean_mask_indexing():
         y = x + 1
         z = y[y > 1]
         return z * 2, y
-    # BINARY_SUBSCR is not resumable: step break before the statement; [add]
-    expect(fn, [(X,)], graphs=1, breaks=1)
+    # the subscript runs in Python and a resume function continues after it:
+    # [add, gt] | resume [mul]
+    expect(fn, [(X,)], graphs=2, breaks=1)
 
 
 def test_masked_select_then_more_ops():

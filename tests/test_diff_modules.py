@@ -328,3 +328,20 @@ def test_leaf_modules(make):
     m = make()
     x = _r(2, 2, 6) if isinstance(m, nn.Conv1d) else _r(3, 4)
     one_graph(m, x)
+
+
+def test_hook_on_the_compiled_wrapper_runs():
+    """A hook registered on the ``CompiledModule`` itself (not the original) still runs:
+    the wrapper only skips ``Module.__call__`` when it has no hooks."""
+    torch.manual_seed(0)
+    model = MLP()
+    compiled = graphjit.compile(model, backend=CompileCounter())
+    x = _r(2, 4)
+    seen = []
+    handle = compiled.register_forward_hook(lambda mod, args, out: seen.append(out.shape) or out * 2)
+    try:
+        assert_equal(call_or_fail(compiled, x), model(x) * 2)
+    finally:
+        handle.remove()
+    assert seen == [torch.Size([2, 3])]
+    assert_equal(call_or_fail(compiled, x), model(x))

@@ -28,6 +28,14 @@ class CompiledModule(torch.nn.Module):
     def forward(self, *args, **kwargs):
         return self.__dict__["_compiled_call"](self._modules["_orig_mod"], *args, **kwargs)
 
+    def __call__(self, *args, **kwargs):
+        # the wrapper's own Module.__call__ only matters for hooks registered on the
+        # wrapper itself; global hooks are the wrapped module's business (its call is traced)
+        if self._forward_hooks or self._forward_pre_hooks or self._backward_hooks or \
+                self._backward_pre_hooks:
+            return super().__call__(*args, **kwargs)
+        return self.__dict__["_compiled_call"](self._modules["_orig_mod"], *args, **kwargs)
+
     def __getattr__(self, name: str):
         if name == "_orig_mod":
             return self._modules["_orig_mod"]

@@ -62,3 +62,29 @@ def dict_eq(a, b):
         if not (x is y or x == y):
             return False
     return True
+
+
+def builtin_any(iterable):
+    """``any(iterable)``: stops at the first true item (a generator runs no further)."""
+    for item in iterable:
+        if item:
+            return True
+    return False
+
+
+def builtin_all(iterable):
+    """``all(iterable)``: stops at the first false item."""
+    for item in iterable:
+        if not item:
+            return False
+    return True
+
+
+def ordered_dict_eq(a, b):
+    """``a == b`` for two OrderedDicts: the same items in the same order."""
+    if len(a) != len(b):
+        return False
+    for (ka, va), (kb, vb) in zip(a.items(), b.items()):
+        if ka != kb or not (va is vb or va == vb):
+            return False
+    return True

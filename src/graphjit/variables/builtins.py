@@ -11,6 +11,7 @@ tensor argument is recorded in the graph, as TorchDynamo does.  Attribute builti
 from __future__ import annotations
 
 import builtins
+import collections
 import operator
 import types
 from typing import Any, Callable
@@ -273,13 +274,16 @@ def _list(tx, args, kwargs):
 
 
 @register(dict)
-def _dict(tx, args, kwargs):
-    out = DictVariable({})
+def _dict(tx, args, kwargs, user_cls=dict):
+    out = DictVariable({}, user_cls=user_cls)
     for other in args:
         for key, value in items_of(tx, other):
             out._items[key] = value
     out._items.update(kwargs)
     return out
+
+
+register(collections.OrderedDict)(lambda tx, args, kwargs: _dict(tx, args, kwargs, collections.OrderedDict))
 
 
 @register(set, frozenset)
@@ -358,6 +362,20 @@ def _slice(tx, args, kwargs):
     if len(args) == 1:
         parts = [ConstantVariable(None), args[0], ConstantVariable(None)]
     return SliceVariable(*parts)
+
+
+def _short_circuit(polyfill):
+    """``any``/``all``: their polyfill, which stops where CPython's stops (a generator
+    argument runs no further than eagerly); all-constant arguments are folded."""
+    def handler(tx, args, kwargs):
+        if len(args) != 1 or kwargs or args[0].is_python_constant():
+            return None
+        return tx.inline_polyfill(polyfill, list(args))
+    return handler
+
+
+register(any)(_short_circuit(poly.builtin_any))
+register(all)(_short_circuit(poly.builtin_all))
 
 
 @register(sum)

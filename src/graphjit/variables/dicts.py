@@ -182,12 +182,12 @@ class DictVariable(VariableTracker):
 
     # -- protocol -----------------------------------------------------------------------
     def var_getattr(self, tx, name: str) -> VariableTracker:
-        if callable(getattr(dict, name, None)):
+        if callable(getattr(self.user_cls, name, None)):
             return MethodVariable(self, name)
-        raise observed(AttributeError, f"'dict' object has no attribute '{name}'")
+        raise observed(AttributeError, f"'{self.user_cls.__name__}' object has no attribute '{name}'")
 
     def has_attr(self, tx, name: str) -> bool:
-        return hasattr(dict, name)
+        return hasattr(self.user_cls, name)
 
     def getitem(self, tx, index: VariableTracker) -> VariableTracker:
         key = key_of(index)
@@ -238,11 +238,14 @@ class DictVariable(VariableTracker):
         self.delitem_key(tx, k)
         return value
 
-    def _popitem(self, tx):
+    def _popitem(self, tx, last=None):
         items = self.realize_items(tx)
+        if last is not None:
+            self._ordered("popitem")
         if not items:
-            raise observed(KeyError, "popitem(): dictionary is empty")
-        key, value = next(reversed(items.items()))
+            raise observed(KeyError, "popitem(): dictionary is empty" if last is None else "dictionary is empty")
+        from_end = True if last is None else bool(last.as_python_constant())
+        key, value = next(reversed(items.items())) if from_end else next(iter(items.items()))
         self.delitem_key(tx, key)
         return TupleVariable([VariableTracker.build(tx, key), value])
 
@@ -269,7 +272,7 @@ class DictVariable(VariableTracker):
         return ConstantVariable(None)
 
     def _copy(self, tx):
-        return DictVariable(dict(self.realize_items(tx)))
+        return DictVariable(dict(self.realize_items(tx)), user_cls=self.user_cls)
 
     def _view(kind: str):
         def method(self, tx):
@@ -283,18 +286,50 @@ class DictVariable(VariableTracker):
     def _eq(self, tx, other):
         if not isinstance(other, DictVariable):
             return ConstantVariable(False)
-        return tx.inline_polyfill(poly.dict_eq, [self, other])
+        ordered = issubclass(self.user_cls, collections.OrderedDict) and issubclass(
+            other.user_cls, collections.OrderedDict)
+        return tx.inline_polyfill(poly.ordered_dict_eq if ordered else poly.dict_eq, [self, other])
+
+    def _ordered(self, name: str) -> None:
+        if not issubclass(self.user_cls, collections.OrderedDict):
+            raise observed(AttributeError, f"'dict' object has no attribute '{name}'")
+
+    def _move_to_end(self, tx, key, last=None):
+        """``OrderedDict.move_to_end``: logged as deletes and stores that leave the keys in
+        their new order (to the end: the key again; to the front: every key)."""
+        self._ordered("move_to_end")
+        k = key_of(key)
+        items = self.realize_items(tx)
+        if k not in items:
+            raise observed(KeyError, k)
+        to_end = True if last is None else bool(last.as_python_constant())
+        value = items[k]
+        if to_end:
+            self.delitem_key(tx, k)
+            self.setitem_key(tx, k, value)
+            return ConstantVariable(None)
+        order = [(k, value)] + [(key2, v) for key2, v in items.items() if key2 != k]
+        for key2 in list(items):
+            self.delitem_key(tx, key2)
+        for key2, v in order:
+            self.setitem_key(tx, key2, v)
+        return ConstantVariable(None)
 
     def reconstruct(self, cg) -> None:
         if self.source is not None:
             cg.extend(self.source.reconstruct())
             return
-        if self.user_cls is not dict:
+        if self.user_cls not in (dict, collections.OrderedDict):
             raise unsupported("cannot reconstruct", f"a new {self.user_cls.__qualname__}")
+        if self.user_cls is not dict:
+            cg.push_null()
+            cg.load_const(self.user_cls)
         for k, v in self._items.items():
             cg.load_const(k)
             cg.reconstruct(v)
         cg.build(dict, len(self._items))
+        if self.user_cls is not dict:
+            cg.call(1)
 
 
 _DICT_METHODS = {
@@ -305,6 +340,7 @@ _DICT_METHODS = {
     "update": DictVariable._update, "clear": DictVariable._clear, "copy": DictVariable._copy,
     "keys": DictVariable._view("keys"), "values": DictVariable._view("values"),
     "items": DictVariable._view("items"), "__iter__": DictVariable._iter, "__eq__": DictVariable._eq,
+    "move_to_end": DictVariable._move_to_end,
 }
 
 

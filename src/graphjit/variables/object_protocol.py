@@ -241,19 +241,25 @@ def class_attr_get(tx, obj, name: str, found: TypeAttr) -> VariableTracker:
 
 # -- setattr / delattr -------------------------------------------------------------------
 
+def _type_hook(tx, obj, slot: str, default: Any, args: list) -> bool:
+    """Run the type's own ``__setattr__``/``__delattr__`` (inlined when written in Python);
+    False when it is ``object``'s, so the generic algorithm applies."""
+    cls = obj.python_type()
+    fn = type_attr_raw(cls, slot)
+    if fn is default:
+        return False
+    if not isinstance(fn, types.FunctionType):
+        raise unsupported(f"C-level {slot}", f"{cls.__qualname__}.{args[0]!r}")
+    hook = VariableTracker.build(tx, fn, AttrSource(class_source(tx, cls), slot), realize=True)
+    hook.call_function(tx, [obj, *(VariableTracker.build(tx, a) if isinstance(a, str) else a for a in args)], {})
+    return True
+
+
 def set_attr(tx, obj, name: str, value: VariableTracker) -> None:
     """``setattr(obj, name, value)``: the type's ``__setattr__`` (inlined if written in
     Python), else :func:`generic_setattr`."""
-    cls = obj.python_type()
-    setattr_fn = type_attr_raw(cls, "__setattr__")
-    if setattr_fn is object.__setattr__:
-        return generic_setattr(tx, obj, name, value)
-    if isinstance(setattr_fn, types.FunctionType):
-        fn = VariableTracker.build(tx, setattr_fn, AttrSource(class_source(tx, cls), "__setattr__"),
-                                   realize=True)
-        fn.call_function(tx, [obj, VariableTracker.build(tx, name), value], {})
-        return None
-    raise unsupported("C-level __setattr__", f"{cls.__qualname__}.{name} = ...")
+    if not _type_hook(tx, obj, "__setattr__", object.__setattr__, [name, value]):
+        generic_setattr(tx, obj, name, value)
 
 
 def generic_setattr(tx, obj, name: str, value: VariableTracker) -> None:
@@ -286,17 +292,9 @@ def generic_setattr(tx, obj, name: str, value: VariableTracker) -> None:
 
 
 def del_attr(tx, obj, name: str) -> None:
-    """``delattr(obj, name)``."""
-    cls = obj.python_type()
-    delattr_fn = type_attr_raw(cls, "__delattr__")
-    if delattr_fn is object.__delattr__:
-        return generic_delattr(tx, obj, name)
-    if isinstance(delattr_fn, types.FunctionType):
-        fn = VariableTracker.build(tx, delattr_fn, AttrSource(class_source(tx, cls), "__delattr__"),
-                                   realize=True)
-        fn.call_function(tx, [obj, VariableTracker.build(tx, name)], {})
-        return None
-    raise unsupported("C-level __delattr__", f"del {cls.__qualname__}.{name}")
+    """``delattr(obj, name)``: the type's ``__delattr__``, else :func:`generic_delattr`."""
+    if not _type_hook(tx, obj, "__delattr__", object.__delattr__, [name]):
+        generic_delattr(tx, obj, name)
 
 
 def generic_delattr(tx, obj, name: str) -> None:

@@ -301,15 +301,6 @@ class ClassVariable(VariableTracker):
     def replay_through_object_setattr(self) -> bool:
         return False  # ``C.x = v`` replays through type.__setattr__ (it clears method caches)
 
-    def has_attr(self, tx, name: str) -> bool:
-        try:
-            self.var_getattr(tx, name)
-        except ObservedException as e:
-            if e.is_attribute_error():
-                return False
-            raise
-        return True
-
     def call_function(self, tx, args, kwargs) -> VariableTracker:
         return instantiate(tx, self, args, kwargs)
 

@@ -129,7 +129,7 @@ def _container_eq(tx, left, right) -> VariableTracker:
             return ConstantVariable(False)
         return tx.inline_polyfill(poly.sequence_eq, [left, right])
     if isinstance(left, DictVariable) and isinstance(right, DictVariable):
-        return tx.inline_polyfill(poly.dict_eq, [left, right])
+        return left.call_method(tx, "__eq__", [right], {})  # OrderedDicts compare in order
     if isinstance(left, DictViewVariable) or isinstance(right, DictViewVariable):
         return ConstantVariable(False if not (_set_like(left) and _set_like(right)) else
                                 other_keys(tx, left) == other_keys(tx, right))
