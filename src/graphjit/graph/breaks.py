@@ -261,11 +261,14 @@ class BreakCodegen:
                 jump.target = cg.instructions[first]
 
     def _needs_temp(self, var) -> bool:
-        if is_new(var.realize()) if not isinstance(var, LazyVariableTracker) or var.is_realized() else False:
-            return True
-        source = var.source
-        if source is None or isinstance(source, LocalSource) and source.kind == "fast":
-            return False  # a graph output (already a temporary) or the frame's own local
+        """Must this value be read (or built) before the jump?  New objects: yes (both
+        tails share them); the frame's own locals: no; anything else when stores are
+        replayed before the jump (a value read through an attribute, an item, a cell...)."""
+        if isinstance(var.source, LocalSource) and var.source.kind == "fast":
+            return False
+        if not isinstance(var, LazyVariableTracker) or var.is_realized():
+            if is_new(var.realize()):
+                return True
         return bool(self.side_effects)
 
     def emit_step(self, bp: BreakPoint) -> None:

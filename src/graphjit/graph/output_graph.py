@@ -228,9 +228,13 @@ class OutputGraph:
         return self.wrap_result(node, example, "call_function", _leaf_forward)
 
     def fake_module(self, target: str) -> torch.nn.Module:
-        """A copy of the registered module ``target`` whose parameters and buffers are fake
-        (running a module on fake inputs must not update its real buffers)."""
+        """The registered module ``target``, to run on fake inputs.  A module with buffers
+        is copied with fake parameters and buffers first (its forward may update buffers in
+        place, as BatchNorm's running statistics); a module without buffers runs as it is
+        (its parameters become fake as they are used)."""
         module = self.root.get_submodule(target)
+        if not any(True for _ in module.buffers()):
+            return module
         fake = self._fake_modules.get(id(module))
         if fake is None:
             with FakeCopyMode(self.fake_mode):

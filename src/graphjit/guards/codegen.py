@@ -43,20 +43,25 @@ class GuardPart:
 
 @dataclasses.dataclass
 class GuardFunction:
-    """The compiled check, its source text, and the labelled parts (for logs)."""
+    """The compiled check, its source text, and the labelled parts (for logs).
+    ``make_failures`` builds the function that explains a miss (compiled on first use:
+    most entries never need it)."""
 
     check: Callable[..., bool]
-    failures_fn: Callable[..., list]
+    make_failures: Callable[[], Callable[..., list]]
     source: str
     parts: list[GuardPart]
+    _failures_fn: Callable[..., list] | None = None
 
     def __repr__(self) -> str:
         return f"GuardFunction({len(self.parts)} checks)"
 
     def failures(self, *args, **kwargs) -> list[str]:
         """Descriptions of the failing checks for these arguments (empty: all pass)."""
+        if self._failures_fn is None:
+            self._failures_fn = self.make_failures()
         try:
-            return self.failures_fn(*args, **kwargs)
+            return self._failures_fn(*args, **kwargs)
         except TypeError as e:  # the arguments do not bind to the signature
             return [f"arguments do not match the signature ({e})"]
 
@@ -322,15 +327,18 @@ def build_guard_function(guards: list[Guard], code: types.CodeType, fn: types.Fu
         "            ___out.append(___text)\n"
         "        return ___out\n"
     )
-    src = (f"def ___make({', '.join(cell_names + free)}):\n{guard_src}{why_src}"
-           f"    return ___guard, ___failures\n")
-    ns: dict[str, Any] = {}
-    exec(compile(src, f"<graphjit guard {code.co_name}>", "exec"), ns)
     cells = dict(zip(cell_names, [*c.values, *helpers.values()], strict=True))
     real_cells = {} if closure_arg else dict(zip(code.co_freevars, fn.__closure__ or (), strict=True))
-    made = ns["___make"](*[cells[n] for n in cell_names], *[None for _ in free])
-    check, failures = (_rebind(f, fn, cells, real_cells) for f in made)
-    return GuardFunction(check, failures, textwrap.dedent(guard_src), parts)
+
+    def make(body_src: str, name: str):
+        src = f"def ___make({', '.join(cell_names + free)}):\n{body_src}    return {name}\n"
+        ns: dict[str, Any] = {}
+        exec(compile(src, f"<graphjit guard {code.co_name}>", "exec"), ns)
+        made = ns["___make"](*[cells[n] for n in cell_names], *[None for _ in free])
+        return _rebind(made, fn, cells, real_cells)
+
+    check = make(guard_src, "___guard")
+    return GuardFunction(check, lambda: make(why_src, "___failures"), textwrap.dedent(guard_src), parts)
 
 
 def _rebind(made: types.FunctionType, fn: types.FunctionType, cells: dict, real: dict):

@@ -10,7 +10,7 @@ data descriptors are kept in ``slot_values``.  ``nn.Module`` builds on this clas
 (``nn_module``).
 
 A new object escapes as ``object.__new__(cls)`` plus its ``__dict__`` and slot values,
-set after every new object exists (so cycles work): see ``graph/materialize.py``.
+set after every new object exists (so cycles work): see ``PyCodegen`` in ``graph/codegen.py``.
 """
 
 from __future__ import annotations
@@ -52,7 +52,6 @@ class InstanceDictVariable(DictVariable):
     def guard_contains(self, tx, key: Any, present: bool) -> None:
         if not present:  # a present key is covered by the value's own (attribute) guard
             super().guard_contains(tx, key, present)
-
 
 
 class UserObjectVariable(VariableTracker):
@@ -107,10 +106,10 @@ class UserObjectVariable(VariableTracker):
         if self._dict is None:
             if self.is_new:
                 self._dict = DictVariable({})
-            else:
-                self._dict = InstanceDictVariable(self, backing=self.value.__dict__,
-                                                  source=self.attr_source("__dict__"))
-                tx.output.side_effects.register_existing(self.value.__dict__, self._dict)
+            else:  # (read without running a class's own __getattribute__)
+                real = object.__getattribute__(self.value, "__dict__")
+                self._dict = InstanceDictVariable(self, backing=real, source=self.attr_source("__dict__"))
+                tx.output.side_effects.register_existing(real, self._dict)
         return self._dict
 
     def replace_instance_dict(self, tx, value: VariableTracker) -> None:
@@ -142,8 +141,8 @@ class UserObjectVariable(VariableTracker):
             raise observed(AttributeError, f"'{self.cls.__name__}' object has no attribute '{name}'")
         if value is not MISSING:
             return value
-        try:
-            real = getattr(self.value, name)
+        try:  # the type's data descriptor, without a class's own __getattribute__
+            real = object.__getattribute__(self.value, name)
         except AttributeError as e:
             if self.source is not None:
                 tx.output.add_guard(self.source, GuardKind.HASATTR, (name, False))
@@ -354,10 +353,10 @@ def instantiate(tx, cls_var: ClassVariable, args: list, kwargs: dict) -> Variabl
                           "Instances of classes with built-in bases are not created while tracing.")
     if isinstance(obj, UserObjectVariable) and issubclass(obj.cls, cls):
         init = proto.type_attr_raw(obj.cls, "__init__")
-        if init is object.__init__:
-            _object_init(tx, obj, *args, **kwargs) if new is object.__new__ else None
-        else:
+        if init is not object.__init__:
             obj.var_getattr(tx, "__init__").call_function(tx, args, kwargs)
+        elif new is object.__new__:  # object() takes no arguments
+            _object_init(tx, obj, *args, **kwargs)
     return obj
 
 
@@ -469,10 +468,12 @@ def _is_stable_module(module: types.ModuleType) -> bool:
 
 @register_builder(object)
 def _build_object(tx, value, source):
-    """Any other object: a user object, guarded by its exact type."""
+    """Any other object: a user object, guarded by its exact type (reached without a path,
+    it is referred to as a constant: its attributes are still guarded through it)."""
     if source is None:
         source = ConstSource(value, f"<{type(value).__qualname__} object>")
-    tx.output.add_guard(source, GuardKind.TYPE_MATCH, type(value))
+    else:
+        tx.output.add_guard(source, GuardKind.TYPE_MATCH, type(value))
     return UserObjectVariable(value, source=source)
 
 
