@@ -5,7 +5,8 @@ Imported as ``_shared``: pytest puts ``tests/`` on ``sys.path`` (rootdir-relativ
 ``conftest.py`` registers this module for pytest's assertion rewriting.
 
 * calling and comparing: :func:`call_or_fail`, :func:`one_graph`, :func:`compare_call`,
-  :func:`check_sequence`, :func:`compile_and_check`, :class:`Kw`, :func:`ops`;
+  :func:`check_sequence`, :func:`compile_and_check`, :class:`Kw`, :func:`ops`,
+  :func:`call_in_threads`;
 * values: :func:`seeded_randn`, :class:`Obj`, :class:`Layer`;
 * logs, reported locations and golden files: :func:`capture_graphjit_log`,
   :func:`line_of`, :func:`drop_addresses`, :func:`tidy_lines`, :func:`check_golden`;
@@ -28,6 +29,7 @@ import math
 import os
 import pathlib
 import re
+import threading
 
 import pytest
 import torch
@@ -115,6 +117,27 @@ def compile_and_check(fn, inputs, calls=2, **compare) -> CompileCounter:
     cnt = CompileCounter()
     check_sequence(fn, graphjit.compile(fn, backend=cnt), inputs, calls, **compare)
     return cnt
+
+
+def call_in_threads(fn, *args, n: int = 8) -> tuple[list, list]:
+    """Call ``fn(*args)`` from ``n`` threads released at once by a barrier; returns
+    ``(results, errors)`` (results in thread order)."""
+    barrier = threading.Barrier(n)
+    results, errors = [None] * n, []
+
+    def worker(i):
+        barrier.wait()
+        try:
+            results[i] = fn(*args)
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results, errors
 
 
 # --------------------------------------------------------------------------------------

@@ -22,7 +22,6 @@ from __future__ import annotations
 import copy
 import importlib.util
 import sys
-import threading
 import time
 
 import numpy as np
@@ -31,7 +30,7 @@ import torch
 import torch.nn as nn
 
 import graphjit
-from _shared import Obj, call_or_fail, check_sequence, compare_call, seeded_randn
+from _shared import Obj, call_in_threads, call_or_fail, check_sequence, compare_call, seeded_randn
 from graphjit.backends.registry import aot_eager
 from graphjit.testing import CompileCounter, assert_equal
 
@@ -850,22 +849,7 @@ def test_bug23_concurrent_first_calls_compile_once():
     cnt = SlowCounter()
     compiled = graphjit.compile(threaded_fn, backend=cnt)
     x = _r(3)
-    n = 8
-    barrier = threading.Barrier(n)
-    results, errors = [None] * n, []
-
-    def worker(i):
-        barrier.wait()
-        try:
-            results[i] = compiled(x)
-        except Exception as e:  # noqa: BLE001
-            errors.append(e)
-
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    results, errors = call_in_threads(compiled, x, n=8)
     assert not errors, errors
     for out in results:
         assert_equal(out, threaded_fn(x))

@@ -24,7 +24,6 @@ import ast
 import collections
 import pathlib
 import re
-import threading
 import time
 
 import pytest
@@ -32,7 +31,7 @@ import torch
 from torch import nn
 
 import graphjit
-from _shared import (Obj, call_or_fail, capture_graphjit_log, check_golden, check_sequence,
+from _shared import (Obj, call_in_threads, call_or_fail, capture_graphjit_log, check_golden, check_sequence,
                      compare_call, drop_addresses, one_graph, seeded_randn, tidy_lines)
 from graphjit.backends.registry import aot_eager
 from graphjit.testing import CompileCounter, assert_equal, check_same
@@ -460,22 +459,9 @@ def threaded(x):
 def test_threads_first_call_compiles_once(what):
     torch.manual_seed(0)
     eager = threaded if what == "function" else nn.Sequential(nn.Linear(3, 5), nn.ReLU(), nn.Linear(5, 2))
-    cnt, x, n = SlowCounter(), _r(4, 3), 8
+    cnt, x = SlowCounter(), _r(4, 3)
     compiled = graphjit.compile(eager, backend=cnt)
-    barrier, results, errors = threading.Barrier(n), [None] * n, []
-
-    def worker(i):
-        barrier.wait()
-        try:
-            results[i] = compiled(x)
-        except Exception as e:  # noqa: BLE001
-            errors.append(e)
-
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    results, errors = call_in_threads(compiled, x, n=8)
     assert not errors, errors
     expected = eager(x)
     for out in results:

@@ -262,30 +262,46 @@ def set_attr(tx, obj, name: str, value: VariableTracker) -> None:
         generic_setattr(tx, obj, name, value)
 
 
+def _data_descriptor_write(tx, obj, name: str, found: TypeAttr, value: VariableTracker | None) -> None:
+    """A data descriptor's ``__set__`` (``value`` given) or ``__delete__`` (``None``): a
+    property's ``fset``/``fdel`` is traced, slots and other C descriptors are logged,
+    a Python-level ``__set__``/``__delete__`` is inlined."""
+    raw, cls, setting = found.raw, obj.python_type(), value is not None
+    if isinstance(raw, property):
+        fn = raw.fset if setting else raw.fdel
+        if fn is None:
+            raise observed(AttributeError, f"property '{name}' of '{cls.__name__}' object has no "
+                                           f"{'setter' if setting else 'deleter'}")
+        args = [obj, value] if setting else [obj]
+        call_descriptor_method(tx, fn, AttrSource(owner_dict_source(tx, found, name),
+                                                  "fset" if setting else "fdel"), args)
+        return
+    if setting and name == "__dict__" and isinstance(raw, types.GetSetDescriptorType):
+        obj.replace_instance_dict(tx, value)
+        return
+    if isinstance(raw, (types.MemberDescriptorType, types.GetSetDescriptorType)):
+        if setting:
+            obj.slot_set(tx, name, value)
+        else:
+            obj.slot_delete(tx, name)
+        return
+    slot = "__set__" if setting else "__delete__"
+    hook = getattr(type(raw), slot, None)
+    if isinstance(hook, types.FunctionType):
+        desc = VariableTracker.build(tx, raw, owner_dict_source(tx, found, name), realize=True)
+        call_descriptor_method(tx, hook, descriptor_method_source(raw, slot),
+                               [desc, obj, value] if setting else [desc, obj])
+        return
+    raise unsupported(f"C-level data descriptor {'write' if setting else 'delete'}", f"{cls.__qualname__}.{name}")
+
+
 def generic_setattr(tx, obj, name: str, value: VariableTracker) -> None:
     """``object.__setattr__(obj, name, value)``."""
     cls = obj.python_type()
     found = lookup_type(tx, cls, name)
     if found is not None and found.is_data_descriptor():
-        raw = found.raw
-        if isinstance(raw, property):
-            if raw.fset is None:
-                raise observed(AttributeError, f"property '{name}' of '{cls.__name__}' object has no setter")
-            call_descriptor_method(tx, raw.fset, AttrSource(owner_dict_source(tx, found, name), "fset"),
-                                   [obj, value])
-            return
-        if name == "__dict__" and isinstance(raw, types.GetSetDescriptorType):
-            obj.replace_instance_dict(tx, value)
-            return
-        if isinstance(raw, (types.MemberDescriptorType, types.GetSetDescriptorType)):
-            obj.slot_set(tx, name, value)
-            return
-        set_fn = getattr(type(raw), "__set__", None)
-        if isinstance(set_fn, types.FunctionType):
-            desc = VariableTracker.build(tx, raw, owner_dict_source(tx, found, name), realize=True)
-            call_descriptor_method(tx, set_fn, descriptor_method_source(raw, "__set__"), [desc, obj, value])
-            return
-        raise unsupported("C-level data descriptor write", f"{cls.__qualname__}.{name}")
+        _data_descriptor_write(tx, obj, name, found, value)
+        return
     if not obj.has_instance_dict():
         raise observed(AttributeError, f"'{cls.__name__}' object has no attribute '{name}'")
     obj.instance_dict(tx).setitem_key(tx, name, value)
@@ -302,21 +318,8 @@ def generic_delattr(tx, obj, name: str) -> None:
     cls = obj.python_type()
     found = lookup_type(tx, cls, name)
     if found is not None and found.is_data_descriptor():
-        raw = found.raw
-        if isinstance(raw, property):
-            if raw.fdel is None:
-                raise observed(AttributeError, f"property '{name}' of '{cls.__name__}' object has no deleter")
-            call_descriptor_method(tx, raw.fdel, AttrSource(owner_dict_source(tx, found, name), "fdel"), [obj])
-            return
-        if isinstance(raw, (types.MemberDescriptorType, types.GetSetDescriptorType)):
-            obj.slot_delete(tx, name)
-            return
-        del_fn = getattr(type(raw), "__delete__", None)
-        if isinstance(del_fn, types.FunctionType):
-            desc = VariableTracker.build(tx, raw, owner_dict_source(tx, found, name), realize=True)
-            call_descriptor_method(tx, del_fn, descriptor_method_source(raw, "__delete__"), [desc, obj])
-            return
-        raise unsupported("C-level data descriptor delete", f"{cls.__qualname__}.{name}")
+        _data_descriptor_write(tx, obj, name, found, None)
+        return
     if not obj.has_instance_dict():
         raise observed(AttributeError, f"'{cls.__name__}' object has no attribute '{name}'")
     d = obj.instance_dict(tx)
