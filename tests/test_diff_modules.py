@@ -345,3 +345,51 @@ def test_hook_on_the_compiled_wrapper_runs():
         handle.remove()
     assert seen == [torch.Size([2, 3])]
     assert_equal(call_or_fail(compiled, x), model(x))
+
+
+# ---------------------------------------------------------------------------------------
+# modules created inside compiled code: Module.__init__/__setattr__/__call__ are traced
+# ---------------------------------------------------------------------------------------
+
+class _Scale(nn.Module):
+    def __init__(self, k):
+        super().__init__()
+        self.k = k
+
+    def forward(self, x):
+        return x * self.k
+
+
+class _Nested(nn.Module):
+    def __init__(self, k):
+        super().__init__()
+        self.inner = _Scale(k)
+        self.bias = 1.0
+
+    def forward(self, x):
+        return self.inner(x) + self.bias
+
+
+def _make_and_return(x):
+    m = _Nested(3)
+    return m(x), m
+
+
+def _sequential_inside(x):
+    return nn.Sequential(_Scale(2), _Scale(3))(x)
+
+
+def test_module_created_inside_is_traced_and_escapes_intact():
+    cnt = CompileCounter()
+    out, m = call_or_fail(graphjit.compile(_make_and_return, backend=cnt, fullgraph=True), _r(4))
+    expected, m_eager = _make_and_return(_r(4))
+    assert_equal(out, expected)
+    assert cnt.frame_count == 1
+    # the module rebuilt after the graph is a working module, registries included
+    assert type(m) is _Nested and list(m._modules) == ["inner"] and m.inner.k == 3
+    assert list(vars(m)) == list(vars(m_eager))
+    assert_equal(m(_r(4, seed=1)), m_eager(_r(4, seed=1)))
+
+
+def test_sequential_created_inside_one_graph():
+    one_graph(_sequential_inside, _r(4))

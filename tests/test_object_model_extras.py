@@ -476,7 +476,7 @@ def test_threads_first_call_compiles_once(what):
 
 VARIABLES = pathlib.Path(graphjit.__file__).parent / "variables"
 LAYERS = ["base", "constant", "tensor", "sequences", "dicts", "sets", "iterators", "cells",
-          "functions", "object_protocol", "objects", "nn_module", "exceptions", "operators",
+          "functions", "exceptions", "object_protocol", "objects", "nn_module", "operators",
           "grad_mode", "builtins", "torch_function", "builder"]
 
 

@@ -383,10 +383,8 @@ def test_readonly_property_delete_raises():
 
 
 # torch.compile: one graph with fullgraph=True (the exception is caught in the frame).
-# graphjit: an exception caught inside the compiled frame is a graph break until
-# exceptions are traced as data (the Python-semantics issue); results equal eager.
 def test_readonly_property_write_caught_inside():
-    same(readonly_write_caught, (_r(3), _readonly()))
+    same(readonly_write_caught, (_r(3), _readonly()), fullgraph=True)
 
 
 # torch.compile: one graph with fullgraph=True.
@@ -718,11 +716,9 @@ def test_module_super_forward():
 
 
 # torch.compile: one graph with fullgraph=True.
-# graphjit: creating an nn.Module inside compiled code is a graph break until modules are
-# modelled in full (the real-models issue); results equal eager.
 def test_module_with_super_init_instantiated_inside():
     same(module_with_super_init_made_inside, (_r(3), _r(3, seed=1).requires_grad_()),
-         backends=("eager", "aot_eager"), least=0)
+         fullgraph=True, backends=("eager", "aot_eager"))
 
 
 # --------------------------------------------------------------------------------------

@@ -453,6 +453,31 @@ exec(compile("def f_assert(a, n):\n    b = a + 1\n    assert n < 0, 'n must be n
 f_assert = _fns["f_assert"]
 
 
+def f_try_except(a):
+    try:
+        raise KeyError("k")  # handled in the frame: PUSH_EXC_INFO, CHECK_EXC_MATCH, POP_EXCEPT
+    except KeyError:
+        return a + 1
+
+
+def f_reraise(a):
+    try:
+        try:
+            raise KeyError("k")
+        finally:
+            b = a + 1  # the finally block's exception path ends in RERAISE
+    except KeyError:
+        return b * 2
+
+
+def f_with_exception(a):
+    try:
+        with torch.no_grad():
+            raise RuntimeError("r")  # the with block's cleanup: WITH_EXCEPT_START
+    except RuntimeError:
+        return a + 1
+
+
 def f_store_global(a):
     global _G
     _G = 5
@@ -595,6 +620,11 @@ CASES: dict[str, tuple] = {
     "SET_ADD": (f_set_add, (A, 5)),
     "RAISE_VARARGS": (f_raise, (A,)),
     "LOAD_ASSERTION_ERROR": (f_assert, (A, 3)),
+    "PUSH_EXC_INFO": (f_try_except, (A,)),
+    "CHECK_EXC_MATCH": (f_try_except, (A,)),
+    "POP_EXCEPT": (f_try_except, (A,)),
+    "RERAISE": (f_reraise, (A,)),
+    "WITH_EXCEPT_START": (f_with_exception, (A,)),
 }
 
 
@@ -813,17 +843,8 @@ def u_match_class(a, n):
     return a
 
 
-def u_try_except(a):
-    try:
-        raise KeyError
-    except KeyError:
-        return a + 1
 
 
-def u_with_exception(a):
-    with torch.no_grad():
-        raise RuntimeError
-    return a
 
 
 def u_generator(a):
@@ -842,14 +863,6 @@ UNSUPPORTED_CASES = {
     "MATCH_MAPPING": (u_match_mapping, (A, "k"), "MATCH_MAPPING", ["match statements"]),
     "MATCH_KEYS": (u_match_mapping, (A, "k"), "MATCH_MAPPING", ["match statements"]),
     "MATCH_CLASS": (u_match_class, (A, 3), "MATCH_CLASS", ["match statements"]),
-    # The handlers of try/except and with-on-error (PUSH_EXC_INFO, CHECK_EXC_MATCH,
-    # POP_EXCEPT, RERAISE, WITH_EXCEPT_START) only run once the body raised, and the
-    # trace stops at the raising instruction first: the break names the raise.
-    "PUSH_EXC_INFO": (u_try_except, (A,), None, ["try or with block", "RAISE_VARARGS"]),
-    "CHECK_EXC_MATCH": (u_try_except, (A,), None, ["try or with block", "RAISE_VARARGS"]),
-    "POP_EXCEPT": (u_try_except, (A,), None, ["try or with block", "RAISE_VARARGS"]),
-    "RERAISE": (u_try_except, (A,), None, ["try or with block", "RAISE_VARARGS"]),
-    "WITH_EXCEPT_START": (u_with_exception, (A,), None, ["try or with block", "RAISE_VARARGS"]),
     "RETURN_GENERATOR": (u_generator, (A,), "RETURN_GENERATOR", ["generators"]),
     "YIELD_VALUE": (u_generator, (A,), "RETURN_GENERATOR", ["generators"]),
 }

@@ -42,6 +42,10 @@ from . import stats
 
 MAX_RESTARTS = 64
 
+#: ``convert_frame``'s answer for a call whose program raises before anything could be
+#: compiled: run this call as it is (the user gets eager's exception), cache nothing.
+RAISES_THIS_CALL = object()
+
 
 @dataclasses.dataclass
 class CacheEntry:
@@ -81,7 +85,8 @@ def bind_frame_locals(fn: types.FunctionType, args: tuple, kwargs: dict) -> dict
 
 def convert_frame(fn: types.FunctionType, args: tuple, kwargs: dict, hooks: Hooks,
                   closure_arg: bool = False) -> CacheEntry | None:
-    """Trace ``fn(*args, **kwargs)``; restart whenever a break decision is recorded.
+    """Trace ``fn(*args, **kwargs)``; restart whenever a break decision is recorded
+    (returns :data:`RAISES_THIS_CALL` when the call raises before any graph).
     ``closure_arg``: the entry serves every function of ``fn``'s code (its guard takes the
     closure as a ``___closure`` keyword argument)."""
     f_locals = bind_frame_locals(fn, args, kwargs)
@@ -120,6 +125,8 @@ def build_entry(fn, tx: InstructionTranslator, output: OutputGraph, global_state
         return None  # nothing for a graph: run the frame as it is
     if bp is not None and bp.kind == "step" and output.count_calls() == 0:
         _record_break(fn, bp)
+        if bp.reason.user_error:  # this call raises: run it as it is, trace the next one
+            return RAISES_THIS_CALL
         return None  # nothing before the break: the frame runs eagerly
     initial_grad = global_state[0].expected
     final_grad = output.grad_enabled

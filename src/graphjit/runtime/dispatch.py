@@ -30,7 +30,7 @@ from ..exc import InternalError, Unsupported
 from ..variables.nn_module import has_hooks
 from ..variables.object_protocol import type_attr_raw
 from . import stats
-from .convert_frame import TRANSPARENT_CODES, CacheEntry, Hooks, convert_frame
+from .convert_frame import RAISES_THIS_CALL, TRANSPARENT_CODES, CacheEntry, Hooks, convert_frame
 
 _live: "weakref.WeakSet[CompiledFunction]" = weakref.WeakSet()
 _nested_live: "weakref.WeakSet[NestedDispatcher]" = weakref.WeakSet()
@@ -132,6 +132,8 @@ class NestedDispatcher:
             entry = convert_frame(fn, args, kwargs, self.session.hooks, closure_arg=True)
         except Unsupported:
             entry = None
+        if entry is RAISES_THIS_CALL:
+            return None
         if entry is None:
             self._run_eagerly = True
             return None
@@ -310,6 +312,8 @@ class CompiledFunction:
                     f"{type(e).__name__}: {e}") from e
             log.exception("graphjit internal error; running %s eagerly", self._fn.__qualname__)
             self._run_eagerly = True
+            return self._fn
+        if entry is RAISES_THIS_CALL:
             return self._fn
         if entry is None:
             self._run_eagerly = True

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..exc import ObservedException, unsupported
 from ..variables import (
+    VariableTracker,
     BuiltinVariable,
     ConstantVariable,
     DictVariable,
@@ -110,17 +111,59 @@ class ControlHandlers:
             raise unsupported("**kwargs of a non-dict", repr(kwargs))
         self.push(self.call_function(fn, args.unpack(self), dict(items_of(self, kwargs))))
 
-    # -- exceptions -----------------------------------------------------------------------
+    # -- exceptions (the program's own, as data: see TranslatorBase.enter_handler) ------------
+    def _exception(self, var) -> BaseException:
+        """The exception object a ``raise`` operand stands for (a class is instantiated)."""
+        if not isinstance(var, ExceptionVariable):
+            value = var.as_python_constant() if var.is_python_constant() else None
+            if isinstance(value, type) and issubclass(value, BaseException):
+                var = var.call_function(self, [], {})
+        if not isinstance(var, ExceptionVariable):
+            raise unsupported("raise of a non-exception value", repr(var))
+        return var.exc
+
     def RAISE_VARARGS(self, inst) -> None:
-        """``raise exc``: the program raises; see ``ObservedException``."""
-        if inst.arg != 1:
-            raise unsupported("raise with a cause or a bare re-raise", f"RAISE_VARARGS {inst.arg}")
+        """``raise`` (re-raise), ``raise exc``, ``raise exc from cause``."""
+        if inst.arg == 0:
+            if self.exc_info is None or not isinstance(self.exc_info, ExceptionVariable):
+                raise unsupported("bare raise outside an except block", "RAISE_VARARGS 0")
+            raise ObservedException(self.exc_info.exc)
+        cause = self.pop() if inst.arg == 2 else None
+        exc = self._exception(self.pop())
+        if cause is not None:
+            exc.__cause__ = None if cause.is_python_constant() and cause.as_python_constant() is None \
+                else self._exception(cause)
+        raise ObservedException(exc)
+
+    def PUSH_EXC_INFO(self, inst) -> None:
         exc = self.pop()
-        if isinstance(exc, BuiltinVariable) and isinstance(exc.fn, type) and issubclass(exc.fn, BaseException):
-            exc = exc.call_function(self, [], {})
-        if not isinstance(exc, ExceptionVariable):
-            raise unsupported("raise of a non-exception value", repr(exc))
-        raise ObservedException(exc.exc)
+        self.push(self.exc_info if self.exc_info is not None else ConstantVariable(None))
+        self.push(exc)
+        self.exc_info = exc
+
+    def POP_EXCEPT(self, inst) -> None:
+        previous = self.pop()
+        self.exc_info = None if previous.is_python_constant() and previous.as_python_constant() is None \
+            else previous
+
+    def CHECK_EXC_MATCH(self, inst) -> None:
+        types_ = self.pop().as_python_constant()
+        exc = self.stack[-1]
+        self.push(ConstantVariable(isinstance(exc.as_python_constant(), types_)))
+
+    def RERAISE(self, inst) -> None:
+        exc = self.pop()
+        if inst.arg:
+            self.pop()  # lasti
+        raise ObservedException(exc.as_python_constant())
+
+    def WITH_EXCEPT_START(self, inst) -> None:
+        """``__exit__(type, value, traceback)`` of the ``with`` block being unwound."""
+        exc = self.stack[-1].as_python_constant()
+        exit_fn = self.stack[-4]
+        self.push(exit_fn.call_function(
+            self, [BuiltinVariable(type(exc)) if type(exc).__module__ == "builtins" else
+                   VariableTracker.build(self, type(exc)), self.stack[-1], ConstantVariable(None)], {}))
 
     def LOAD_ASSERTION_ERROR(self, inst) -> None:
         self.push(BuiltinVariable(AssertionError))

@@ -12,10 +12,11 @@ Design:
   checked against ``dis.stack_effect`` (PRECALL+CALL as one logical call).
 * :class:`InstructionTranslator` traces the frame being compiled; user functions called
   from it are traced by an :class:`InliningTranslator` that writes into the same graph.
-* An :class:`~graphjit.exc.ObservedException` (the program raised) unwinds inlined frames
-  that have no handler for it; at the root frame the raising instruction becomes a break
-  that runs it in Python, so the user's exception reaches the user.  A handler (``try``)
-  around the raising instruction cannot be modelled yet: that is a graph break.
+* An :class:`~graphjit.exc.ObservedException` (the program raised) is data: a frame whose
+  exception table covers the raising instruction continues in its handler
+  (:meth:`TranslatorBase.enter_handler`; ``except``, ``finally`` and ``with`` cleanups are
+  traced); otherwise it unwinds to the caller.  If it leaves the root frame, the raising
+  instruction becomes a break that runs it in Python, so the user gets eager's exception.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from ..variables import (
     CellVariable,
     ConstantVariable,
     DictVariable,
+    ExceptionVariable,
     GeneratorVariable,
     TupleVariable,
     UserFunctionVariable,
@@ -59,10 +61,7 @@ UNSUPPORTED_OPCODES: dict[str, str] = {
     "SETUP_ANNOTATIONS": "annotations at module scope", "LOAD_BUILD_CLASS": "class definitions",
     "PRINT_EXPR": "interactive mode", "LOAD_NAME": "module/class scope",
     "STORE_NAME": "module/class scope", "DELETE_NAME": "module/class scope",
-    "RERAISE": "exception handling",
-    "PUSH_EXC_INFO": "exception handling", "POP_EXCEPT": "exception handling",
-    "CHECK_EXC_MATCH": "exception handling", "CHECK_EG_MATCH": "exception groups",
-    "PREP_RERAISE_STAR": "exception groups", "WITH_EXCEPT_START": "exception handling",
+    "CHECK_EG_MATCH": "exception groups", "PREP_RERAISE_STAR": "exception groups",
     "MATCH_MAPPING": "match statements", "MATCH_SEQUENCE": "match statements",
     "MATCH_KEYS": "match statements", "MATCH_CLASS": "match statements",
     "GET_LEN": "match statements", "IMPORT_NAME": "imports inside traced code",
@@ -101,6 +100,7 @@ class TranslatorBase(StackHandlers, LoadStoreHandlers, OpHandlers, ControlHandle
         self.code = code
         self.trusted = trusted  # graphjit's own polyfills: globals read without guards
         self.deleted_locals: set[str] = set()
+        self.exc_info: VariableTracker | None = None  # the exception being handled
         self.instructions = decode_cached(code)
         self.indexof = {id(inst): i for i, inst in enumerate(self.instructions)}
         self.f_globals = f_globals
@@ -168,20 +168,27 @@ class TranslatorBase(StackHandlers, LoadStoreHandlers, OpHandlers, ControlHandle
                 else:
                     handler(self, inst)
             except ObservedException as e:
-                if inst.exn_tab_entry is not None:  # a handler in this frame would see it
-                    reason = unsupported("exception raised inside a try or with block",
-                                         f"{type(e.exc).__name__}: {e.exc} (at {inst.opname})",
-                                         "Exceptions caught by the traced code itself are not "
-                                         "traced yet; this runs in Python.")
-                    reason.in_handler_region = True  # its handler must run: no resume here
-                    raise reason from None
-                raise
+                if inst.exn_tab_entry is None:
+                    raise
+                self.enter_handler(e, inst)  # the frame's own handler: traced on
         except Unsupported as e:
             seen = e.__dict__.setdefault("_translators", set())
             if id(self) not in seen:  # each translator level adds its frame once
                 seen.add(id(self))
                 e.add_frame(self.user_frame())
             raise
+
+    def enter_handler(self, e: ObservedException, inst: Instruction) -> None:
+        """Unwind to ``inst``'s exception handler as CPython does (3.11 exception table):
+        the stack is cut to the entry's depth, ``lasti`` (if the entry keeps it) and the
+        exception are pushed, and execution continues at the handler."""
+        entry = inst.exn_tab_entry
+        del self.stack[entry.depth:]
+        if entry.lasti:
+            self.push(ConstantVariable(inst.offset))
+        self.push(ExceptionVariable(e.exc))
+        self.kw_names = None
+        self.jump_to(entry.target)
 
     def _checked_step(self, handler, inst: Instruction) -> None:
         before = len(self.stack)
@@ -511,7 +518,7 @@ class InstructionTranslator(TranslatorBase):
             if self.fullgraph:
                 raise
             index = self.indexof[id(self.current_inst)]
-            if self.can_resume_at(index) and not getattr(e, "in_handler_region", False):
+            if self.can_resume_at(index):
                 self.speculation[k] = Speculation("resume", e)
             else:
                 self.record_step_break(k, e)

@@ -3,7 +3,7 @@
 Modules, in layer order (each imports only those before it): ``base`` (tracker base,
 mutation types, lazy trackers, the builder registry) → ``constant`` → ``tensor`` →
 ``sequences``, ``dicts``, ``sets``, ``iterators`` (containers) → ``cells`` → ``functions``
-→ ``object_protocol``, ``objects``, ``nn_module`` (Python objects) → ``exceptions``,
+→ ``exceptions`` → ``object_protocol``, ``objects``, ``nn_module`` (Python objects) →
 ``operators``, ``grad_mode``, ``builtins``, ``torch_function`` → ``builder`` (how callables
 are modelled).  Importing this package imports them all, which registers every builder.
 """
@@ -33,9 +33,9 @@ from .functions import (
     UserFunctionVariable,
     UserMethodVariable,
 )
+from .exceptions import ExceptionVariable
 from .objects import ClassVariable, InstanceDictVariable, PythonModuleVariable, SuperVariable, UserObjectVariable
 from .nn_module import NNModuleVariable
-from .exceptions import ExceptionVariable
 from .grad_mode import GradModeExit, GradModeVariable, WithExitVariable
 from .builtins import BuiltinVariable
 from .torch_function import TorchFunctionVariable

@@ -25,11 +25,18 @@ from ..guards.guard import GuardKind
 from ..sources import AttrSource, Source
 from .base import MethodVariable, VariableTracker, register_builder_predicate
 from .builtins import build_builtin, is_builtin_callable
-from .functions import OpaqueCallableVariable, UserFunctionVariable, UserMethodVariable
+from .functions import NoOpFunctionVariable, OpaqueCallableVariable, UserFunctionVariable, UserMethodVariable
 from .grad_mode import GradModeVariable
 from .torch_function import TorchFunctionVariable, is_torch_callable
 
 _STDLIB_PREFIXES = tuple({sys.prefix + "/lib/python3.11/", sys.base_prefix + "/lib/python3.11/"})
+
+#: TorchDynamo's own functions that traced code can reach: once Dynamo has compiled
+#: anything it wraps ``nn.Module.__init__`` (the wrapper is inlined: it calls the real
+#: ``__init__``) to tag new modules (a no-op here).  Any other ``torch._dynamo`` function
+#: is opaque.
+_DYNAMO_INLINED = {("torch._dynamo.mutation_guard", "install_generation_tagging_init.<locals>.patched_init")}
+_DYNAMO_NO_OPS = {("torch._dynamo.mutation_guard", "GenerationTracker.tag")}
 _FUNCTION_KINDS = (types.FunctionType, types.MethodType, types.BuiltinFunctionType,
                    types.BuiltinMethodType, types.WrapperDescriptorType, types.MethodDescriptorType,
                    types.MethodWrapperType, types.ClassMethodDescriptorType)
@@ -87,6 +94,11 @@ def build_callable(tx, value: Any, source: Source | None) -> VariableTracker:
             return OpaqueCallableVariable(value, "skipped standard-library function", source=source)
         if value.__module__ == "torch.autograd.function":
             return OpaqueCallableVariable(value, "torch.autograd.Function internals", source=source)
+        where = (value.__module__, value.__qualname__)
+        if where in _DYNAMO_NO_OPS:
+            return NoOpFunctionVariable(value, source=source)
+        if (value.__module__ or "").startswith("torch._dynamo") and where not in _DYNAMO_INLINED:
+            return OpaqueCallableVariable(value, "TorchDynamo internals", source=source)
         return UserFunctionVariable(value, source=source)
     if is_builtin_callable(value):
         return build_builtin(tx, value, source)

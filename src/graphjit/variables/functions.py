@@ -233,5 +233,19 @@ class OpaqueCallableVariable(VariableTracker):
         )
 
 
-def is_cell(var: VariableTracker) -> bool:
-    return isinstance(var, CellVariable)
+class NoOpFunctionVariable(VariableTracker):
+    """A function whose call only does bookkeeping that does not concern the traced
+    program (TorchDynamo's module generation tags): calling it returns ``None``."""
+
+    def __init__(self, value: Any, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.value = value
+
+    def _repr_body(self) -> str:
+        return _qualname(self.value)
+
+    def as_python_constant(self):
+        return self.value
+
+    def call_function(self, tx, args, kwargs) -> VariableTracker:
+        return VariableTracker.build(tx, None)

@@ -110,7 +110,8 @@ class NNModuleVariable(UserObjectVariable):
         if proto.type_attr_raw(self.cls, "__setattr__") is not torch.nn.Module.__setattr__:
             return super().store_attr(tx, name, value)
         d = self.value.__dict__
-        if value.python_type() is torch.nn.Parameter or isinstance(value, NNModuleVariable) or any(
+        vtype = value.python_type() if not value.is_tensor() else torch.Tensor
+        if issubclass(vtype, (torch.nn.Parameter, torch.nn.Module)) or any(
                 name in d.get(kind, ()) for kind in ("_parameters", "_buffers", "_modules")):
             raise unsupported("assigning a parameter, buffer or submodule", f"{self._hint(name)} = ...",
                               "Module.__setattr__ updates the module's registries; this runs in Python.")

@@ -31,10 +31,13 @@ from .base import (
     AttributeMutationNew,
     MethodVariable,
     VariableTracker,
+    call_python,
+    check_constant_args,
     register_builder,
 )
 from .constant import ConstantVariable
 from .dicts import DELETED, MISSING, DictVariable
+from .exceptions import ExceptionVariable
 from .functions import UserMethodVariable
 
 
@@ -251,7 +254,10 @@ def can_make(cls: type) -> bool:
 
 
 def _is_torch_internal(cls: type) -> bool:
-    return issubclass(cls, (torch.nn.Module, torch.Tensor, torch.autograd.Function)) or \
+    """Classes whose instances are not made while tracing (tensors, Functions, C classes).
+    ``nn.Module`` subclasses are made like any class: ``Module.__init__``,
+    ``__setattr__`` and ``__call__`` are Python and are traced."""
+    return issubclass(cls, (torch.Tensor, torch.autograd.Function)) or \
         (cls.__module__ or "").startswith("torch._C")
 
 
@@ -342,6 +348,8 @@ def instantiate(tx, cls_var: ClassVariable, args: list, kwargs: dict) -> Variabl
     if type(type(cls)).__call__ is not type.__call__ and proto.type_attr_raw(type(cls), "__call__") \
             is not type.__call__:
         raise unsupported("metaclass __call__", f"{cls.__qualname__}(...)")
+    if issubclass(cls, BaseException):
+        return _make_exception(cls, args, kwargs)
     new = proto.type_attr_raw(cls, "__new__")
     if new is object.__new__:
         obj = new_object(tx, cls)
@@ -358,6 +366,18 @@ def instantiate(tx, cls_var: ClassVariable, args: list, kwargs: dict) -> Variabl
         elif new is object.__new__:  # object() takes no arguments
             _object_init(tx, obj, *args, **kwargs)
     return obj
+
+
+def _make_exception(cls: type, args: list, kwargs: dict) -> VariableTracker:
+    """An exception object: made for real at trace time when constructing it runs no user
+    code (its ``__new__``/``__init__`` are the built-in ones) and the arguments are
+    constants."""
+    for dunder in ("__new__", "__init__"):
+        raw = proto.type_attr_raw(cls, dunder)
+        if isinstance(raw, (types.FunctionType, staticmethod)):
+            raise unsupported("exception class with its own constructor", f"{cls.__qualname__}(...)")
+    cargs, ckwargs = check_constant_args(cls.__qualname__, args, kwargs)
+    return ExceptionVariable(call_python(cls.__qualname__, cls, *cargs, **ckwargs))
 
 
 class SuperVariable(VariableTracker):

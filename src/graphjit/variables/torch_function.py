@@ -46,6 +46,9 @@ GLOBAL_QUERIES = {
     torch._C._get_tracing_state, torch.jit.is_tracing, torch._C._is_any_autocast_enabled,
 }
 
+#: Called for their logging only: nothing to trace.
+NO_OPS = {torch._C._log_api_usage_once}
+
 #: Refused: they act outside the graph.
 SKIPPED = {
     torch.manual_seed: "seeding the RNG", torch.seed: "seeding the RNG",
@@ -81,6 +84,8 @@ class TorchFunctionVariable(VariableTracker):
             return ConstantVariable(True)
         if fn is torch.is_grad_enabled and not args:
             return ConstantVariable(tx.output.grad_enabled)  # the traced grad mode
+        if fn in NO_OPS:  # bookkeeping with no effect on results
+            return ConstantVariable(None)
         if fn in SKIPPED:
             raise unsupported(
                 "skipped torch function", f"{self._repr_body()} ({SKIPPED[fn]})",
@@ -146,7 +151,8 @@ def is_torch_callable(value: Any) -> bool:
     """Does ``value`` belong to torch's API (so it is recorded rather than inlined)?"""
     try:
         plain = unwrap_torch(value)
-        if plain in CONSTANT_FOLD or plain in SKIPPED or plain in GLOBAL_QUERIES or plain in _compiling_flags():
+        if plain in CONSTANT_FOLD or plain in SKIPPED or plain in GLOBAL_QUERIES or plain in NO_OPS \
+                or plain in _compiling_flags():
             return True
     except TypeError:  # unhashable
         return False
