@@ -615,3 +615,24 @@ def test_user_exception_reaches_the_user(fn, fullgraph):
         # side effects before the raise applied once (the arguments afterwards)
         outcome = compare_call(fn, compiled, (_r(3), Obj(q=0), {"a": 1}, [1, 2]))
         assert outcome[0] == "raised"
+
+
+def _logged_gen(log, n):
+    for i in range(n):
+        log.append(("gen", i))
+        yield i
+
+
+def zip_enumerate_interleave(x, log):
+    for a, b in zip(_logged_gen(log, 3), [10, 20, 30]):
+        log.append(("body", a))
+        x = x + b
+    for i, _ in enumerate(_logged_gen(log, 2), start=5):
+        log.append(("enum", i))
+    return x
+
+
+def test_zip_and_enumerate_over_generators_interleave_like_cpython():
+    """zip/enumerate are lazy: each generator step happens right before the loop body that
+    uses it (the log's order is eager's), not all up front."""
+    one_graph(zip_enumerate_interleave, _r(3), [])

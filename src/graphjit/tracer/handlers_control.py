@@ -9,9 +9,8 @@ from ..variables import (
     ConstantVariable,
     DictVariable,
     ExceptionVariable,
-    GeneratorVariable,
     GradModeVariable,
-    ListIteratorVariable,
+    IteratorVariable,
     NullVariable,
     WithExitVariable,
 )
@@ -69,7 +68,7 @@ class ControlHandlers:
 
     def FOR_ITER(self, inst) -> None:
         it = self.stack[-1]
-        if not isinstance(it, (ListIteratorVariable, GeneratorVariable)):
+        if not isinstance(it, IteratorVariable):
             raise unsupported("unsupported iterator", repr(it))
         item = it.next_item(self)
         if item is None:

@@ -25,7 +25,7 @@ from .tensor import TensorVariable
 from .sequences import BaseSequenceVariable, DequeVariable, ListVariable, SliceVariable, TupleVariable
 from .dicts import DictVariable, DictViewVariable
 from .sets import SetVariable
-from .iterators import GeneratorVariable, ListIteratorVariable
+from .iterators import EnumerateVariable, GeneratorVariable, IteratorVariable, ListIteratorVariable, ZipVariable
 from .cells import CellVariable
 from .functions import (
     NestedUserFunctionVariable,

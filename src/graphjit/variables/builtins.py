@@ -25,7 +25,7 @@ from .constant import ConstantVariable
 from .dicts import DictVariable, DictViewVariable, items_of
 from .exceptions import ExceptionVariable
 from .functions import UserFunctionVariable, UserMethodVariable
-from .iterators import GeneratorVariable, ListIteratorVariable, make_iterator
+from .iterators import EnumerateVariable, IteratorVariable, ListIteratorVariable, ZipVariable, make_iterator
 from .objects import ClassVariable, SuperVariable, UserObjectVariable, new_object
 from .operators import binary_op, contains
 from .sequences import BaseSequenceVariable, ListVariable, SliceVariable, TupleVariable
@@ -301,10 +301,8 @@ _HANDLERS[frozenset] = lambda tx, args, kwargs: None if kwargs or len(args) > 1 
 
 @register(enumerate)
 def _enumerate(tx, args, kwargs):
-    start = args[1].as_python_constant() if len(args) > 1 else (
-        kwargs["start"].as_python_constant() if "start" in kwargs else 0)
-    items = args[0].unpack(tx)
-    return ListIteratorVariable([TupleVariable([ConstantVariable(i + start), v]) for i, v in enumerate(items)])
+    start = args[1] if len(args) > 1 else kwargs.get("start", ConstantVariable(0))
+    return EnumerateVariable(make_iterator(tx, args[0]), start.as_python_constant())
 
 
 @register(zip)
@@ -312,10 +310,7 @@ def _zip(tx, args, kwargs):
     strict = kwargs.pop("strict", ConstantVariable(False)).as_python_constant()
     if kwargs:
         return None
-    seqs = [a.unpack(tx) for a in args]
-    if strict and len({len(s) for s in seqs}) > 1:
-        raise unsupported("zip(strict=True) with different lengths", "raises ValueError")
-    return ListIteratorVariable([TupleVariable(list(t)) for t in zip(*seqs)])
+    return ZipVariable([make_iterator(tx, a) for a in args], bool(strict))
 
 
 @register(reversed)
@@ -333,7 +328,7 @@ def _iter(tx, args, kwargs):
 @register(next)
 def _next(tx, args, kwargs):
     it = args[0]
-    if isinstance(it, (ListIteratorVariable, GeneratorVariable)):
+    if isinstance(it, IteratorVariable):
         item = it.next_item(tx)
         if item is None:
             if len(args) > 1:

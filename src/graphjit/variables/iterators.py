@@ -1,19 +1,39 @@
 """Iterators over traced values, for ``GET_ITER``/``FOR_ITER`` and ``iter``/``next``.
 
-An iterator over a list reads the list as it goes (a loop that appends to the list it
-iterates sees the new items, as in CPython); over anything else it walks a snapshot of
-the items taken when the iterator was made."""
+Every iterator tracker is an :class:`IteratorVariable`: ``next_item(tx)`` gives the next
+item (or ``None`` when exhausted), one at a time, so work a lazy iterator does (a
+generator's body) interleaves with the consumer's as in CPython; ``zip`` and ``enumerate``
+are lazy over lazy iterators.  An iterator over a list reads the list as it goes (a loop
+that appends to the list it iterates sees the new items); over anything else it walks a
+snapshot of the items taken when the iterator was made."""
 
 from __future__ import annotations
 
 import types
 
-from ..exc import unsupported
+from ..exc import observed, unsupported
 from .base import ValueMutationNew, VariableTracker
+from .constant import ConstantVariable
 from .sequences import ListVariable, TupleVariable
 
 
-class ListIteratorVariable(VariableTracker):
+class IteratorVariable(VariableTracker):
+    """Base of the iterator trackers."""
+
+    def next_item(self, tx) -> VariableTracker | None:
+        raise NotImplementedError  # every subclass defines it
+
+    def unpack(self, tx) -> list[VariableTracker]:
+        items = []
+        while (item := self.next_item(tx)) is not None:
+            items.append(item)
+        return items
+
+    def truthiness(self, tx) -> bool:
+        return True
+
+
+class ListIteratorVariable(IteratorVariable):
     """An iterator over known items (tuples, lists, ranges, dict keys)."""
 
     def __init__(self, items: list[VariableTracker] | None = None, *, live: ListVariable | None = None,
@@ -54,7 +74,7 @@ class ListIteratorVariable(VariableTracker):
         return list(rest)
 
 
-class GeneratorVariable(VariableTracker):
+class GeneratorVariable(IteratorVariable):
     """A generator made while tracing (a generator function called, a generator
     expression): ``frame`` is its suspended frame, run up to its next ``yield`` each time
     an item is taken, so its side effects interleave with the consumer's as in CPython."""
@@ -72,24 +92,92 @@ class GeneratorVariable(VariableTracker):
     def next_item(self, tx) -> VariableTracker | None:
         return self.frame.next_value(tx)
 
-    def unpack(self, tx) -> list[VariableTracker]:
-        items = []
-        while (item := self.next_item(tx)) is not None:
-            items.append(item)
-        return items
-
-    def truthiness(self, tx) -> bool:
-        return True
-
     def reconstruct(self, cg) -> None:
         raise unsupported("generator escapes the graph", f"generator {self.name} is returned, "
                           "stored or live across a graph break", "Generators are traced only "
                           "while they are consumed inside the compiled region.")
 
 
+class ZipVariable(IteratorVariable):
+    """``zip(*iterators)``: one item from each per step (``strict``: all end together)."""
+
+    def __init__(self, iterators: list[IteratorVariable], strict: bool = False, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.iterators, self.strict = iterators, strict
+
+    def _repr_body(self) -> str:
+        return ", ".join(map(repr, self.iterators))
+
+    def python_type(self) -> type:
+        return zip
+
+    def children(self) -> list[VariableTracker]:
+        return list(self.iterators)
+
+    def next_item(self, tx) -> VariableTracker | None:
+        items = []
+        for i, it in enumerate(self.iterators):
+            item = it.next_item(tx)
+            if item is None:
+                if self.strict:
+                    self._check_lengths(tx, i)
+                return None
+            items.append(item)
+        return TupleVariable(items)
+
+    def _check_lengths(self, tx, i: int) -> None:
+        """zip(strict=True): iterator ``i`` ended; CPython's message if the others differ."""
+        def args(n: int) -> str:
+            return "argument 1" if n == 1 else f"arguments 1-{n}"
+
+        if i:
+            raise observed(ValueError, f"zip() argument {i + 1} is shorter than {args(i)}")
+        for j, other in enumerate(self.iterators[1:], 1):
+            if other.next_item(tx) is not None:
+                raise observed(ValueError, f"zip() argument {j + 1} is longer than {args(j)}")
+
+    def reconstruct(self, cg) -> None:
+        cg.push_null()
+        cg.load_const(zip)
+        for it in self.iterators:
+            cg.reconstruct(it)
+        cg.call(len(self.iterators))
+
+
+class EnumerateVariable(IteratorVariable):
+    """``enumerate(iterator, start)``."""
+
+    def __init__(self, iterator: IteratorVariable, start: int = 0, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.iterator, self.count = iterator, start
+
+    def _repr_body(self) -> str:
+        return f"{self.iterator!r} from {self.count}"
+
+    def python_type(self) -> type:
+        return enumerate
+
+    def children(self) -> list[VariableTracker]:
+        return [self.iterator]
+
+    def next_item(self, tx) -> VariableTracker | None:
+        item = self.iterator.next_item(tx)
+        if item is None:
+            return None
+        self.count += 1
+        return TupleVariable([ConstantVariable(self.count - 1), item])
+
+    def reconstruct(self, cg) -> None:
+        cg.push_null()
+        cg.load_const(enumerate)
+        cg.reconstruct(self.iterator)
+        cg.load_const(self.count)
+        cg.call(2)
+
+
 def make_iterator(tx, value: VariableTracker) -> VariableTracker:
     """``iter(value)``."""
-    if isinstance(value, (ListIteratorVariable, GeneratorVariable)):
+    if isinstance(value, IteratorVariable):
         return value
     if isinstance(value, ListVariable):
         value.items  # the list is consumed: realize (and guard) it
