@@ -315,6 +315,8 @@ def _zip(tx, args, kwargs):
 
 @register(reversed)
 def _reversed(tx, args, kwargs):
+    if isinstance(args[0], IteratorVariable):
+        raise observed(TypeError, f"'{args[0].python_type().__name__}' object is not reversible")
     return ListIteratorVariable(list(reversed(args[0].unpack(tx))))
 
 
