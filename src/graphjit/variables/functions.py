@@ -15,7 +15,6 @@ from typing import Any
 from ..exc import observed, unsupported
 from ..sources import AttrSource, ConstSource, GetItemSource
 from .base import AttributeMutationNew, VariableTracker
-from .cells import CellVariable
 
 
 def _qualname(fn: Any) -> str:
