@@ -1405,3 +1405,25 @@ def test_exception_in_helper_after_break():
     def fn(x):
         return _helper_raises(x * 2) + 1
     run(fn, (_r(3),), (_r(4),))
+
+
+def _raises_in_python(y):
+    print("raising")
+    raise ValueError("from the callee")
+
+
+def _break_then_raise_in_no_grad(x):
+    with torch.no_grad():
+        y = x * 2
+        _raises_in_python(y)  # a graph break; the call raises when it runs
+    return y
+
+
+def test_exception_at_a_break_inside_no_grad_restores_grad_mode():
+    """The instruction run at a break inside ``with torch.no_grad()`` raises: the user gets
+    the exception and grad mode is enabled again, as the block's ``__exit__`` leaves it."""
+    compiled = graphjit.compile(_break_then_raise_in_no_grad, backend=CompileCounter())
+    for _ in range(2):
+        outcome = compare_call(_break_then_raise_in_no_grad, compiled,
+                               (torch.ones(3, requires_grad=True),))
+        assert outcome[0] == "raised" and torch.is_grad_enabled()

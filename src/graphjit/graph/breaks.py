@@ -25,7 +25,15 @@ from __future__ import annotations
 import dis
 from typing import Callable
 
-from ..bytecode.instruction import Instruction, create_call, create_instruction, create_jump
+import torch
+
+from ..bytecode.instruction import (
+    ExceptionTableEntry,
+    Instruction,
+    create_call,
+    create_instruction,
+    create_jump,
+)
 from ..exc import unsupported
 from ..guards.guard import GuardKind
 from ..sources import LocalSource
@@ -38,6 +46,7 @@ from ..variables import (
     NullVariable,
     UserFunctionVariable,
     UserMethodVariable,
+    WithExitVariable,
     is_new,
 )
 from ..variables.nn_module import is_leaf_module
@@ -106,6 +115,7 @@ class BreakCodegen:
         self.tx, self.cg = tx, cg
         self.make_resume, self.wrap_callable = make_resume, wrap_callable
         self.side_effects = side_effects
+        self.handlers: list[Instruction] = []  # exception handlers, emitted after the tail
 
     def __repr__(self) -> str:
         return f"BreakCodegen({self.tx.code.co_name})"
@@ -223,12 +233,36 @@ class BreakCodegen:
         marker, names, nulls, live = self._begin_resume_call(passthrough, target)
         self._push_consumed(consumed, inst)
         self.side_effects.codegen(cg)  # pending writes land before the instruction runs
+        first = len(cg.instructions)
         _emit_instruction(cg, inst, getattr(bp, "kw_names", None))
+        self._restore_grad_mode_on_error(passthrough, first, depth=2 + len(names) + len(live))
         pushed = [stack_name(len(passthrough) + j) for j in range(pushes)]
         params = tuple(names) + tuple(live) + tuple(pushed)
         self._load_resume(marker, target, len(passthrough) + pushes, nulls, params)
         cg.call(len(params) + self._push_cells())
         cg.return_value()
+        for inst in self.handlers:
+            cg.append(inst)
+
+    def _restore_grad_mode_on_error(self, passthrough, first: int, depth: int) -> None:
+        """The instruction run at a break inside ``with torch.no_grad()`` (or
+        ``enable_grad()``) is outside the block's own cleanup: if it raises, the handler
+        emitted here puts back the grad mode the outermost such block was entered with, as
+        the blocks' ``__exit__`` would, and re-raises."""
+        exits = [v for v in passthrough if isinstance(v, WithExitVariable)]
+        if not exits:
+            return
+        cg = self.cg
+        handler = [create_instruction("PUSH_NULL"),
+                   create_instruction("LOAD_CONST", argval=torch._C._set_grad_enabled),
+                   create_instruction("LOAD_CONST", argval=exits[0].ctx.previous),
+                   *create_call(1), create_instruction("POP_TOP"),
+                   create_instruction("RERAISE", arg=0)]
+        covered = cg.instructions[first:]
+        entry = ExceptionTableEntry(covered[0], covered[-1], handler[0], depth, False)
+        for inst in covered:
+            inst.exn_tab_entry = entry
+        self.handlers.extend(handler)
 
     def emit_jump(self, bp: BreakPoint) -> None:
         tx, cg, inst = self.tx, self.cg, bp.inst
