@@ -760,10 +760,13 @@ def test_bug18_dict_keys_compare_with_a_set(fullgraph):
 
 
 @FULLGRAPH
-def test_bug19_numpy_array_global(fullgraph, monkeypatch):
+@BACKENDS
+def test_bug19_numpy_array_global(fullgraph, backend, monkeypatch):
+    # the array is a graph input (torch.from_numpy of the global): a new array's values are
+    # read on the next call, with aot_eager too
     _check_change(read_numpy_global, (_r(4),),
                   lambda: monkeypatch.setitem(globals(), "NP_W", np.full(4, 7.0, np.float32)),
-                  fullgraph=fullgraph, recompiles=None)
+                  fullgraph=fullgraph, backend=backend, recompiles=None)
 
 
 @FULLGRAPH

@@ -180,13 +180,13 @@ class BreakCodegen:
         if isinstance(var, UserFunctionVariable) and not isinstance(var, NestedUserFunctionVariable) \
                 and not var.trusted:
             self._bake(var)
-            self.cg.load_const_object(self.wrap_callable(var.fn))
+            self.cg.load_const(self.wrap_callable(var.fn))
             return True
         if isinstance(var, NestedUserFunctionVariable) and not var.code.co_name.startswith("<"):
             # (comprehensions, which take an iterator, run as they are)
             # made by this frame: dispatched per code object, with its closure as argument
             self.cg.push_null()
-            self.cg.load_const_object(self.wrap_callable(var.code))
+            self.cg.load_const(self.wrap_callable(var.code))
             self.cg.reconstruct(var)
             self.cg.call(1)
             return True
@@ -198,7 +198,7 @@ class BreakCodegen:
                 return True
         if isinstance(var, NNModuleVariable) and var.source is not None and not is_leaf_module(var.value):
             # the module object is guarded by identity: call it through graphjit
-            self.cg.load_const_object(self.wrap_callable(var.value))
+            self.cg.load_const(self.wrap_callable(var.value))
             return True
         return False
 

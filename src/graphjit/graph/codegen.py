@@ -170,8 +170,6 @@ class PyCodegen:
     def load_const(self, value: Any) -> None:
         self.append(create_instruction("LOAD_CONST", argval=value))
 
-    load_const_object = load_const
-
     def push_null(self) -> None:
         self.append(create_instruction("PUSH_NULL"))
 

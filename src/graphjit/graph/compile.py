@@ -96,7 +96,7 @@ def compile_graph(compiled: CompiledGraph, compiler_fn) -> None:
 def codegen_call_graph(cg: PyCodegen, compiled: CompiledGraph, out_nodes: list[torch.fx.Node]) -> None:
     """``___out_0, ... = compiled(*inputs)``: call the graph, unpack into temp locals."""
     cg.push_null()
-    cg.load_const_object(compiled)
+    cg.load_const(compiled)
     cg.append(create_instruction("LOAD_ATTR", argval="fn"))  # the backend's callable itself
     for arg in compiled.graph_args:
         cg.extend(arg.source.reconstruct())

@@ -143,7 +143,7 @@ def build_entry(fn, tx: InstructionTranslator, output: OutputGraph, global_state
         graphs.append(compiled)
     if final_grad != initial_grad:
         cg.push_null()
-        cg.load_const_object(torch._C._set_grad_enabled)
+        cg.load_const(torch._C._set_grad_enabled)
         cg.load_const(final_grad)
         cg.call(1)
         cg.append_pop_top()

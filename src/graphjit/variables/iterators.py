@@ -21,7 +21,8 @@ class IteratorVariable(VariableTracker):
     """Base of the iterator trackers."""
 
     def next_item(self, tx) -> VariableTracker | None:
-        raise NotImplementedError  # every subclass defines it
+        """The next item, or ``None`` when exhausted (each iterator kind defines it)."""
+        raise unsupported("iterator without next()", repr(self))
 
     def unpack(self, tx) -> list[VariableTracker]:
         items = []
