@@ -517,8 +517,9 @@ def test_format_tensor_in_f_string():
         y = x.sum()
         print(f"{y:.3f}")
         return y * 2
-    # FORMAT_VALUE of a tensor is not resumable: step break before the statement
-    expect(fn, [(X,)], graphs=1, breaks=1)
+    # FORMAT_VALUE of a tensor runs in Python after the first graph and the frame resumes
+    # after it; print breaks again, and ``y * 2`` is the second graph
+    expect(fn, [(X,)], graphs=2, breaks=2)
 
 
 def _rec(x, n):

@@ -20,6 +20,8 @@ class CompiledModule(torch.nn.Module):
     compiled is the call ``mod(*args)`` itself, so a ``forward`` patched on the instance
     later, hooks and ``training`` are seen (and guarded) like in any traced call."""
 
+    _graphjit_runtime = True  # eager code calls it as it is (it compiles itself)
+
     def __init__(self, mod: torch.nn.Module, **options: Any) -> None:
         super().__init__()
         self._orig_mod = mod

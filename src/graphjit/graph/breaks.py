@@ -17,7 +17,8 @@ function with the stack and the live locals:
 
 * a *step* break (inside a loop or ``try``, or where no resume is possible): the live
   locals are stored back and execution jumps into a copy of the original instructions at
-  the last empty-stack point, so the rest of the frame runs eagerly.
+  the last empty-stack point, so the rest of the frame runs eagerly; the copy's calls are
+  intercepted (``bytecode/intercept.py``), so what it calls is still compiled.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Callable
 
 import torch
 
+from ..bytecode.intercept import intercept_instructions
 from ..bytecode.instruction import (
     ExceptionTableEntry,
     Instruction,
@@ -95,13 +97,15 @@ def _pops_pushes(inst: Instruction) -> tuple[int, int]:
         return inst.arg + 2, 1
     if inst.opname == "CALL_FUNCTION_EX":
         return 3 + (inst.arg & 1), 1
-    pops, pushes = GENERIC_BREAKS[inst.opname]
-    return (inst.arg if pops is None else pops), pushes
+    return tuple(inst.arg if n is None else n(inst.arg) if callable(n) else n
+                 for n in GENERIC_BREAKS[inst.opname])
 
 
 def _emit_instruction(cg: PyCodegen, inst: Instruction, kw_names) -> None:
     if inst.opname == "CALL":
         cg.extend(create_call(inst.arg, tuple(kw_names or ())))
+    elif inst.opname == "LOAD_METHOD":  # the bound method, with a NULL below it
+        cg.append(create_instruction("LOAD_ATTR", argval=inst.argval))
     else:
         cg.append(create_instruction(inst.opname, arg=inst.arg, argval=inst.argval))
     cg.instructions[-1].positions = inst.positions
@@ -111,9 +115,10 @@ class BreakCodegen:
     """Emits the code after the graph call for one break point."""
 
     def __init__(self, tx, cg: PyCodegen, make_resume: Callable, wrap_callable: Callable,
-                 side_effects) -> None:
+                 side_effects, resolve: Callable | None = None) -> None:
         self.tx, self.cg = tx, cg
         self.make_resume, self.wrap_callable = make_resume, wrap_callable
+        self.resolve = resolve  # eager code's call interception (the step tail)
         self.side_effects = side_effects
         self.handlers: list[Instruction] = []  # exception handlers, emitted after the tail
 
@@ -237,6 +242,9 @@ class BreakCodegen:
         _emit_instruction(cg, inst, getattr(bp, "kw_names", None))
         self._restore_grad_mode_on_error(passthrough, first, depth=2 + len(names) + len(live))
         pushed = [stack_name(len(passthrough) + j) for j in range(pushes)]
+        if inst.opname == "LOAD_METHOD":  # [NULL, bound method]: the NULL is made by the resume
+            nulls = (*nulls, len(passthrough))
+            pushed = pushed[1:]
         params = tuple(names) + tuple(live) + tuple(pushed)
         self._load_resume(marker, target, len(passthrough) + pushes, nulls, params)
         cg.call(len(params) + self._push_cells())
@@ -323,5 +331,8 @@ class BreakCodegen:
         for inst in body:
             if inst.opname in _NOP_OPS:
                 inst.opcode, inst.opname, inst.arg, inst.argval = _NOP, "NOP", None, None
-        cg.append(create_jump("JUMP", body[bp.index]))
+        target = body[bp.index]
+        if self.resolve is not None:  # the rest of the frame still compiles what it calls
+            body = intercept_instructions(body, self.resolve)
+        cg.append(create_jump("JUMP", target))
         cg.extend(body)

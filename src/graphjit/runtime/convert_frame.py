@@ -68,6 +68,7 @@ class Hooks:
     make_resume: Callable[..., Callable]
     wrap_callable: Callable[[types.FunctionType], Callable]
     fullgraph: bool = False
+    resolve: Callable[[Any], Any] | None = None  # the interceptor's resolver (eager code)
 
 
 def bind_frame_locals(fn: types.FunctionType, args: tuple, kwargs: dict) -> dict[str, Any]:
@@ -122,7 +123,9 @@ def build_entry(fn, tx: InstructionTranslator, output: OutputGraph, global_state
     out_nodes = graph_outputs_for(values)
     has_graph = output.count_calls() > 0 or bool(out_nodes)
     if bp is None and not has_graph and not output.side_effects:
-        return None  # nothing for a graph: run the frame as it is
+        # nothing for a graph: the frame runs as it is while the path it took holds (a
+        # guarded entry, so a call taking another path, maybe to tensor code, is traced)
+        return _passthrough_entry(fn, output, global_state, hooks, closure_arg, f_args)
     if bp is not None and bp.kind == "step" and output.count_calls() == 0:
         _record_break(fn, bp)
         if bp.reason.user_error:  # this call raises: run it as it is, trace the next one
@@ -153,7 +156,7 @@ def build_entry(fn, tx: InstructionTranslator, output: OutputGraph, global_state
         cg.return_value()
     else:
         BreakCodegen(tx, cg, lambda c: hooks.make_resume(c, fn.__globals__, class_closure(fn)),
-                     hooks.wrap_callable, output.side_effects).emit(bp)
+                     hooks.wrap_callable, output.side_effects, hooks.resolve).emit(bp)
         _record_break(fn, bp)
     new_code = assemble(cg.instructions, code, **code_overrides(code, cg))
     for compiled in graphs:  # the code around the graph exists: now compile it
@@ -161,19 +164,31 @@ def build_entry(fn, tx: InstructionTranslator, output: OutputGraph, global_state
     new_fn = types.FunctionType(new_code, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
     new_fn.__kwdefaults__ = fn.__kwdefaults__
     new_fn.__qualname__ = fn.__qualname__
+    guard, labels = _entry_guard(fn, output, global_state, hooks, closure_arg, f_args)
+    _log_entry(code, new_code, graphs, labels)
+    return CacheEntry(guard, new_fn, graphs, labels)
+
+
+def _entry_guard(fn, output: OutputGraph, global_state, hooks: Hooks, closure_arg: bool, f_args):
     eager = hooks.compiler_fn is eager_backend
     if not eager:
         add_leaf_module_guards(output)
     add_no_aliasing_guards(output)
-    guard = build_guard_function(needed_guards(output), code, fn, global_state,
+    guard = build_guard_function(needed_guards(output), fn.__code__, fn, global_state,
                                  no_aliasing=not eager, closure_arg=closure_arg,
                                  relaxed_tensors=relaxed_tensor_checks(output, hooks),
                                  check_defaults=not closure_arg)
     if config.debug_checks and not closure_arg:
         _check_guard_holds(guard, fn, f_args)
-    labels = list(dict.fromkeys(p.label for p in guard.parts))
-    _log_entry(code, new_code, graphs, labels)
-    return CacheEntry(guard, new_fn, graphs, labels)
+    return guard, list(dict.fromkeys(p.label for p in guard.parts))
+
+
+def _passthrough_entry(fn, output: OutputGraph, global_state, hooks: Hooks, closure_arg: bool,
+                       f_args) -> CacheEntry:
+    """An entry that runs ``fn`` itself: the trace found nothing to compile."""
+    guard, labels = _entry_guard(fn, output, global_state, hooks, closure_arg, f_args)
+    logs.emit("guards", guards_text(labels))
+    return CacheEntry(guard, fn, [], labels)
 
 
 def class_closure(fn: types.FunctionType) -> tuple | None:

@@ -29,8 +29,10 @@ from ..diagnostics import logs
 from ..exc import InternalError, Unsupported
 from ..variables.nn_module import has_hooks
 from ..variables.object_protocol import type_attr_raw
+from ..trace_rules import forget_frame_decisions
 from . import stats
 from .convert_frame import RAISES_THIS_CALL, TRANSPARENT_CODES, CacheEntry, Hooks, convert_frame
+from .eager_frames import Interceptor
 
 _live: "weakref.WeakSet[CompiledFunction]" = weakref.WeakSet()
 _nested_live: "weakref.WeakSet[NestedDispatcher]" = weakref.WeakSet()
@@ -49,7 +51,10 @@ class CompileSession:
         self._wrapped: "weakref.WeakKeyDictionary[types.FunctionType, CompiledFunction]" = \
             weakref.WeakKeyDictionary()
         self._nested: dict[types.CodeType, NestedDispatcher] = {}
-        self.hooks = Hooks(self.compiler_fn, self.make_resume, self.wrap_callable, fullgraph)
+        self.interceptor = Interceptor(self.wrap_callable, self.wrap_callable, self.wrap_callable,
+                                       lambda fn, module: CompiledFunction(fn, session=self))
+        self.hooks = Hooks(self.compiler_fn, self.make_resume, self.wrap_callable, fullgraph,
+                           self.interceptor.resolve)
 
     def __repr__(self) -> str:
         return f"CompileSession(backend={self.backend!r}, fullgraph={self.fullgraph})"
@@ -80,8 +85,8 @@ class CompileSession:
             if isinstance(fn, torch.nn.Module):
                 raw = type_attr_raw(type(fn), "forward")
                 static = isinstance(raw, staticmethod)
-                forward = self.wrap_callable(raw.__func__ if static else type(fn).forward)
-                cf = self._wrapped[fn] = ModuleCall(fn, forward, static)
+                forward = CompiledFunction(raw.__func__ if static else type(fn).forward, session=self)
+                cf = self._wrapped[fn] = ModuleCall(fn, forward, self.interceptor, static)
             else:
                 cf = self._wrapped[fn] = CompiledFunction(fn, session=self)
         return cf
@@ -101,9 +106,12 @@ class NestedDispatcher:
     def __repr__(self) -> str:
         return f"<graphjit nested dispatcher {self.code.co_qualname}>"
 
+    _graphjit_runtime = True
+
     def __call__(self, fn: types.FunctionType):
         if fn.__defaults__ or fn.__kwdefaults__ or self._run_eagerly:
-            return fn  # defaults may differ per function object: not shared, run as is
+            # defaults may differ per function object: not shared, run with calls intercepted
+            return self.session.interceptor.eager(fn)
         return _BoundNested(self, fn)
 
     def call(self, fn: types.FunctionType, args: tuple, kwargs: dict):
@@ -113,7 +121,7 @@ class NestedDispatcher:
             with self.session.lock:
                 entry = self._find(closure, args, kwargs) or self._compile(fn, args, kwargs)
         if entry is None:
-            return fn(*args, **kwargs)
+            return self.session.interceptor.eager(fn)(*args, **kwargs)
         code = entry.fn.__code__
         return types.FunctionType(code, fn.__globals__, fn.__name__, None, closure)(*args, **kwargs)
 
@@ -149,6 +157,7 @@ class NestedDispatcher:
 
 class _BoundNested:
     __slots__ = ("dispatcher", "fn")
+    _graphjit_runtime = True
 
     def __init__(self, dispatcher: NestedDispatcher, fn: types.FunctionType) -> None:
         self.dispatcher, self.fn = dispatcher, fn
@@ -169,13 +178,18 @@ TRANSPARENT_CODES.add(call_object.__code__)
 
 class ModuleCall:
     """A module called at a graph break (the call itself broke: compiling the call again
-    would break again): its class's ``forward`` compiled, when ``Module.__call__`` would
-    run nothing else (no hooks, no ``forward`` on the instance, no ``__call__`` override);
-    otherwise the module is called as it is."""
+    would break again) or from eager code: its class's ``forward``, compiled for this
+    instance, when ``Module.__call__`` would run nothing else (no hooks, no ``forward`` on
+    the instance, no ``__call__`` override); otherwise the module's call path runs in
+    Python with its calls intercepted (hooks and ``forward`` compiled)."""
 
-    def __init__(self, module, forward: "CompiledFunction", static: bool = False) -> None:
+    _graphjit_runtime = True
+
+    def __init__(self, module, forward: "CompiledFunction", interceptor: Interceptor,
+                 static: bool = False) -> None:
         self._module_ref = weakref.ref(module)
         self._forward = forward
+        self._interceptor = interceptor
         self._static = static  # ``forward`` is a staticmethod: no ``self``
 
     def __repr__(self) -> str:
@@ -183,9 +197,11 @@ class ModuleCall:
 
     def __call__(self, *args, **kwargs):
         module = self._module_ref()
-        if has_hooks(module) or "forward" in module.__dict__ or \
-                type(module).__call__ is not torch.nn.Module.__call__:
-            return module(*args, **kwargs)
+        call = type(module).__call__
+        if call is not torch.nn.Module.__call__:
+            return self._interceptor.resolve(types.MethodType(call, module))(*args, **kwargs)
+        if has_hooks(module) or "forward" in module.__dict__:
+            return self._interceptor.eager(torch.nn.Module._call_impl)(module, *args, **kwargs)
         if self._static:
             return self._forward(*args, **kwargs)
         return self._forward(module, *args, **kwargs)
@@ -194,6 +210,8 @@ class ModuleCall:
 class ObjectCall:
     """``obj(*args, **kwargs)`` through a compiled :func:`call_object` (a module called at
     a graph break, ``graphjit.compile(callable_object)``)."""
+
+    _graphjit_runtime = True
 
     def __init__(self, obj, compiled: "CompiledFunction") -> None:
         self._ref = weakref.ref(obj) if isinstance(obj, torch.nn.Module) else (lambda: obj)
@@ -210,6 +228,7 @@ class CompiledFunction:
     """``graphjit.compile(fn)``: calls ``fn`` through guarded, compiled cache entries."""
 
     _graphjit_compiled = True  # traced code that calls one inlines ``__wrapped__``
+    _graphjit_runtime = True   # eager code calls it as it is
 
     def __init__(self, fn: types.FunctionType, *, backend="inductor", fullgraph: bool = False,
                  mode: str | None = None, options: dict | None = None, dynamic=None,
@@ -249,9 +268,13 @@ class CompiledFunction:
         self._fast = []
         self._run_eagerly = False
 
+    def _eager(self) -> types.FunctionType:
+        """The function run in Python: its calls still go through graphjit."""
+        return self._session.interceptor.eager(self._fn)
+
     def _miss(self, args: tuple, kwargs: dict) -> Any:
         if self._run_eagerly:
-            return self._fn(*args, **kwargs)
+            return self._eager()(*args, **kwargs)
         with self._lock:
             for check, fn in self._fast:  # another thread may have compiled it meanwhile
                 if check(*args, **kwargs):
@@ -272,7 +295,7 @@ class CompiledFunction:
     def _compile(self, args: tuple, kwargs: dict):
         """Trace a new entry (under the session lock); the function to run this call."""
         if self._run_eagerly:
-            return self._fn
+            return self._eager()
         if len(self._entries) >= config.recompile_limit:
             reason = self.recompile_reason(args, kwargs)
             warnings.warn(
@@ -280,7 +303,7 @@ class CompiledFunction:
                 f"({config.recompile_limit}); running it eagerly from now on. "
                 f"Last guard failure: {reason}", stacklevel=4)
             self._run_eagerly = True
-            return self._fn
+            return self._eager()
         if self._entries:
             stats.bump("recompiles")
             reason = self.recompile_reason(args, kwargs)
@@ -297,13 +320,13 @@ class CompiledFunction:
             if self._fullgraph:
                 raise
             self._run_eagerly = True
-            return self._fn
+            return self._eager()
         except InternalError:
             if not config.suppress_errors:
                 raise
             log.exception("graphjit internal error; running %s eagerly", self._fn.__qualname__)
             self._run_eagerly = True
-            return self._fn
+            return self._eager()
         except Exception as e:
             if not config.suppress_errors:
                 raise InternalError(
@@ -312,12 +335,12 @@ class CompiledFunction:
                     f"{type(e).__name__}: {e}") from e
             log.exception("graphjit internal error; running %s eagerly", self._fn.__qualname__)
             self._run_eagerly = True
-            return self._fn
+            return self._eager()
         if entry is RAISES_THIS_CALL:
-            return self._fn
+            return self._eager()
         if entry is None:
             self._run_eagerly = True
-            return self._fn
+            return self._eager()
         stats.bump("frames_ok")
         for g in entry.graphs:
             stats.record("graphs", g)
@@ -334,4 +357,5 @@ def all_entries() -> list[CacheEntry]:
 def reset_all() -> None:
     for cf in [*_live, *_nested_live]:
         cf._reset()
+    forget_frame_decisions()
     stats.clear()

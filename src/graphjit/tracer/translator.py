@@ -404,13 +404,24 @@ class BreakPoint:
         return f"BreakPoint({self.kind} at {self.inst.opname}@{self.inst.offset}: {self.reason.reason})"
 
 
-#: Instructions after which a resume function can continue: (pops, pushes); calls and
-#: conditional jumps are handled by name.
+#: Instructions after which a resume function can continue: ``(pops, pushes)``, each an
+#: int, ``None`` (the instruction's ``arg``) or a function of ``arg``.  Calls and
+#: conditional jumps are handled by name.  Left out: instructions that reach below their
+#: own inputs (``LIST_APPEND``, ``SWAP``, ``COPY``...: the tail call's arguments sit
+#: between) and those that push a NULL the tail call cannot pass (``LOAD_GLOBAL``).
 GENERIC_BREAKS = {
     "STORE_ATTR": (2, 0), "STORE_SUBSCR": (3, 0), "STORE_GLOBAL": (1, 0), "DELETE_ATTR": (1, 0),
-    "DELETE_SUBSCR": (2, 0), "IMPORT_NAME": (2, 1), "BUILD_SET": (None, 1),
+    "DELETE_SUBSCR": (2, 0), "IMPORT_NAME": (2, 1), "IMPORT_FROM": (1, 2), "BUILD_SET": (None, 1),
     "RAISE_VARARGS": (None, 0), "DELETE_GLOBAL": (0, 0), "DELETE_DEREF": (0, 0),
     "STORE_DEREF": (1, 0), "CONTAINS_OP": (2, 1), "BINARY_SUBSCR": (2, 1), "BINARY_OP": (2, 1),
+    "LOAD_ATTR": (1, 1), "LOAD_METHOD": (1, 2), "COMPARE_OP": (2, 1), "IS_OP": (2, 1),
+    "UNARY_POSITIVE": (1, 1), "UNARY_NEGATIVE": (1, 1), "UNARY_NOT": (1, 1), "UNARY_INVERT": (1, 1),
+    "GET_ITER": (1, 1), "UNPACK_SEQUENCE": (1, None),
+    "UNPACK_EX": (1, lambda arg: (arg & 0xFF) + (arg >> 8) + 1),
+    "FORMAT_VALUE": (lambda arg: 2 if arg & 0x04 else 1, 1), "BUILD_STRING": (None, 1),
+    "BUILD_TUPLE": (None, 1), "BUILD_LIST": (None, 1), "BUILD_MAP": (lambda arg: 2 * arg, 1),
+    "BUILD_CONST_KEY_MAP": (lambda arg: arg + 1, 1), "BUILD_SLICE": (None, 1),
+    "BEFORE_WITH": (1, 2),
 }
 CONDITIONAL_JUMPS = frozenset({
     "POP_JUMP_FORWARD_IF_TRUE", "POP_JUMP_FORWARD_IF_FALSE", "POP_JUMP_BACKWARD_IF_TRUE",

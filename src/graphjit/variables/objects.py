@@ -191,7 +191,12 @@ class UserObjectVariable(VariableTracker):
         builtin = _OBJECT_METHODS.get(name)
         if builtin is not None and proto.type_attr_raw(self.cls, name) is getattr(object, name):
             return builtin(tx, self, *args, **kwargs)
-        return self.var_getattr(tx, name).call_function(tx, args, kwargs)
+        method = self.var_getattr(tx, name)
+        if isinstance(method, MethodVariable) and method.obj is self and method.name == name:
+            # a C method this tracker does not model (it would ask itself again)
+            raise unsupported("C-level method", f"{self.cls.__qualname__}.{name}",
+                              "The object's type is implemented in C; the call runs in Python.")
+        return method.call_function(tx, args, kwargs)
 
     def call_function(self, tx, args, kwargs) -> VariableTracker:
         call = proto.type_attr_raw(self.cls, "__call__")

@@ -1,0 +1,187 @@
+"""Eager frames with their calls intercepted: graphjit's pure-Python stand-in for a frame
+hook.
+
+When graphjit runs user code in Python on the user's behalf (a frame it cannot trace, a
+function past the recompile limit, a generator function), it runs a copy of the code made
+by ``bytecode/intercept.py``: before each call, the callable goes through
+:attr:`Interceptor.resolve`, which returns
+
+* for a Python function the trace rules say to compile: its compiled stand-in (one cache
+  per function; per *code object* for functions made by a ``def`` inside another
+  function, whose guards read the closure);
+* for a bound method: the same, bound to its ``self`` (per instance when ``self`` is an
+  ``nn.Module``, whose identity the entries guard);
+* for an ``nn.Module`` other than a ``torch.nn`` leaf: a call that runs the module's call
+  path (hooks included) with its ``forward`` compiled per instance;
+* for a generator function or a ``graphjit.skip``-ped one: a copy of it whose own calls
+  are intercepted;
+* anything else (builtins, C functions, torch ops, classes, skipped files): itself.
+
+The hot path is a type test and a dictionary read; decisions are cached per function,
+per code object and per type.  :meth:`Interceptor.eager` gives the intercepted copy of a
+function, refreshed when its defaults or closure change.
+"""
+
+from __future__ import annotations
+
+import functools
+import types
+import weakref
+from typing import Any, Callable
+
+import torch
+
+from ..bytecode.intercept import intercepted_code
+from ..trace_rules import Rule, frame_rule
+from ..variables.nn_module import is_leaf_module
+
+_DIRECT_TYPES = frozenset({
+    types.BuiltinFunctionType, types.MethodDescriptorType, types.WrapperDescriptorType,
+    types.MethodWrapperType, types.ClassMethodDescriptorType, type,
+    torch._ops.OpOverload, torch._ops.OpOverloadPacket,
+})
+
+# per-type decisions for objects that are neither functions nor methods
+_T_DIRECT, _T_MODULE, _T_CALLABLE, _T_PARTIAL = range(4)
+
+
+def _is_nested(fn: types.FunctionType) -> bool:
+    """Made by a ``def``/``lambda`` inside a function, so maybe a new object on every
+    call (cached per code object).  A decorator's wrapper (it has ``__wrapped__``) lives as
+    long as what it decorates, and each wraps another function: cached per function."""
+    return "<locals>" in fn.__qualname__ and not hasattr(fn, "__wrapped__")
+
+
+class Interceptor:
+    """The resolver of one compile session and the intercepted copies it runs.
+
+    ``compiled_for(fn)``: the compiled stand-in of a plain function; ``nested_for(code)``:
+    the per-code dispatcher of nested functions (``dispatcher(fn)`` gives a callable);
+    ``module_call_for(module)``: the compiled call of a module; ``method_for(fn, module)``:
+    ``fn`` compiled for calls bound to this module instance."""
+
+    def __init__(self, compiled_for: Callable, nested_for: Callable, module_call_for: Callable,
+                 method_for: Callable) -> None:
+        self._compiled_for, self._nested_for = compiled_for, nested_for
+        self._module_call_for, self._method_for = module_call_for, method_for
+        self._copies: dict[types.FunctionType, tuple] = {}
+        self.resolve = self._make_resolver()
+
+    def __repr__(self) -> str:
+        return f"<graphjit interceptor, {len(self._copies)} intercepted copies>"
+
+    # -- intercepted copies ----------------------------------------------------------------
+    def eager(self, fn: types.FunctionType) -> types.FunctionType:
+        """``fn`` with its calls intercepted (same globals, defaults, closure and name)."""
+        cached = self._copies.get(fn)
+        if cached is not None and cached[1] is fn.__defaults__ and cached[2] is fn.__kwdefaults__:
+            return cached[0]
+        code = intercepted_code(fn.__code__, self.resolve)
+        copy = types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+        copy.__kwdefaults__ = fn.__kwdefaults__
+        copy.__qualname__ = fn.__qualname__
+        copy.__dict__.update(fn.__dict__)
+        copy.__wrapped_eager__ = fn
+        if not _is_nested(fn):  # (nested ones are new objects each time: not kept)
+            self._copies[fn] = (copy, fn.__defaults__, fn.__kwdefaults__)
+        return copy
+
+    # -- the resolver ------------------------------------------------------------------------
+    def _make_resolver(self) -> Callable[[Any], Any]:
+        fn_cache: dict[types.FunctionType, Any] = {}
+        nested_cache: dict[types.CodeType, Any] = {}
+        type_cache: dict[type, int] = {}
+        module_cache: dict[int, Any] = {}
+        method_cache: dict[tuple[int, types.FunctionType], Any] = {}
+        FunctionType, MethodType, Module = types.FunctionType, types.MethodType, torch.nn.Module
+        direct = _DIRECT_TYPES
+
+        def for_function(f):
+            rule = frame_rule(f)
+            if _is_nested(f):
+                if rule is Rule.COMPILE:
+                    nd = nested_cache.get(f.__code__)
+                    if nd is None:
+                        nd = nested_cache[f.__code__] = self._nested_for(f.__code__)
+                    return nd(f)
+                return self.eager(f) if rule is Rule.INTERCEPT else f
+            if rule is Rule.COMPILE:
+                out = self._compiled_for(f)
+            elif rule is Rule.INTERCEPT:
+                out = self.eager(f)
+            else:
+                out = f
+            fn_cache[f] = out
+            return out
+
+        def for_module_method(f, func, module):
+            key = (id(module), func)
+            out = method_cache.get(key)
+            if out is None:
+                if frame_rule(func) is not Rule.COMPILE:
+                    return f
+                compiled = self._method_for(func, module)
+                out = method_cache[key] = (weakref.ref(module), compiled)
+                weakref.finalize(module, method_cache.pop, key, None)
+            if out[0]() is not module:
+                return f
+            return MethodType(out[1], module)
+
+        def for_object(f, t):
+            kind = type_cache.get(t)
+            if kind is None:
+                kind = type_cache[t] = _type_kind(t)
+            if kind == _T_DIRECT:
+                return f
+            if kind == _T_MODULE:
+                if is_leaf_module(f):
+                    return f
+                key = id(f)
+                call = module_cache.get(key)
+                if call is None:
+                    call = module_cache[key] = self._module_call_for(f)
+                    weakref.finalize(f, module_cache.pop, key, None)
+                return call
+            if kind == _T_PARTIAL:
+                inner = resolve(f.func)
+                return f if inner is f.func else functools.partial(inner, *f.args, **f.keywords)
+            call = t.__call__
+            rule = frame_rule(call)
+            if rule is Rule.CALL:
+                return f
+            return MethodType(self._compiled_for(call) if rule is Rule.COMPILE else self.eager(call), f)
+
+        def resolve(f):
+            t = type(f)
+            if t in direct:
+                return f
+            if t is FunctionType:
+                out = fn_cache.get(f)
+                return for_function(f) if out is None else out
+            if t is MethodType:
+                func = f.__func__
+                if type(func) is not FunctionType:
+                    return f
+                owner = f.__self__
+                if isinstance(owner, Module):
+                    return for_module_method(f, func, owner)
+                out = fn_cache.get(func)
+                if out is None:
+                    out = for_function(func)
+                return f if out is func else MethodType(out, owner)
+            return for_object(f, t)
+
+        return resolve
+
+
+def _type_kind(t: type) -> int:
+    if getattr(t, "_graphjit_runtime", False):
+        return _T_DIRECT  # graphjit's own compiled callables compile themselves
+    if issubclass(t, torch.nn.Module):
+        return _T_MODULE
+    if t is functools.partial:
+        return _T_PARTIAL
+    call = getattr(t, "__call__", None)
+    if isinstance(call, types.FunctionType):
+        return _T_CALLABLE
+    return _T_DIRECT

@@ -1,0 +1,213 @@
+"""Trace rules: what graphjit does with each callable, in one table.
+
+Two places ask.  *Traced code* (a frame being compiled) asks :func:`trace_rule` when it
+calls something; *eager code* (a frame graphjit runs in Python with its calls intercepted,
+see ``bytecode/intercept.py``) asks :func:`frame_rule` for every Python function it calls.
+
+=======================================  ==================  ===========================
+callable                                 in traced code      called from eager code
+=======================================  ==================  ===========================
+``graphjit.disable(fn)``,                graph break; runs   called as it is (nothing
+``torch.compiler.disable(fn)``           as it is            under it compiled)
+``graphjit.disable(fn, recursive=False)``  graph break       its frame runs eagerly, the
+/ ``graphjit.skip(fn)``                                      calls it makes are compiled
+``graphjit.allow_in_graph(fn)``          one graph node      called as it is
+graphjit-compiled functions              ``__wrapped__``     called (compile themselves)
+                                         inlined
+torch API (``torch.*``, ``F.*``,         graph node          called as it is
+``Tensor.*``, op overloads)
+``is_compiling()`` (torch, Dynamo,       ``True``            called (``False``)
+graphjit)
+TorchDynamo internals                    opaque (break)      called as it is
+standard library, torch internals,       opaque (stdlib) /   called as it is
+graphjit, :data:`SKIPPED_PACKAGES`       inlined (torch)
+comprehensions, generator expressions    inlined             rewritten with the caller
+generator functions                      inlined             intercepted copy (the
+                                                             generator's calls compiled)
+any other Python function (user code,    inlined             compiled as its own frame
+transformers, diffusers...)                                  (own cache entries)
+``nn.Module``: ``torch.nn`` leaves       ``call_module``     called as it is
+other ``nn.Module``\\ s                   call traced         call path run, ``forward``
+                                                             compiled per instance
+builtins, C functions, classes           modelled or opaque  called as it is
+=======================================  ==================  ===========================
+
+The decisions that do not depend on the value's identity are kept per code object, so a
+lookup on the hot path of intercepted code is one dictionary read.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import os
+import sys
+import types
+import weakref
+from typing import Any, Callable
+
+import torch
+
+__all__ = ["Rule", "frame_rule", "trace_rule", "allow_in_graph", "disable", "skip",
+           "is_compiling", "is_skipped_file", "SKIPPED_PACKAGES", "clear_overrides"]
+
+
+class Rule(enum.Enum):
+    """What to do with a callable (see the module table)."""
+
+    INLINE = "inline"          # traced code: trace into it
+    IN_GRAPH = "in_graph"      # traced code: one graph node (allow_in_graph)
+    DISABLE = "disable"        # never traced, nothing under it compiled
+    SKIP_FRAME = "skip_frame"  # its own frame runs eagerly; what it calls is compiled
+    COMPILE = "compile"        # eager code: compiled as its own frame
+    INTERCEPT = "intercept"    # eager code: run a copy whose calls are intercepted
+    CALL = "call"              # eager code: called as it is
+
+
+_GRAPHJIT_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+_STDLIB_DIRS = tuple({os.path.join(p, "lib", "python3.11") + os.sep
+                      for p in (sys.prefix, sys.base_prefix)})
+
+#: Third-party packages whose Python code is never compiled as its own frame (as
+#: TorchDynamo's skip list: numerics libraries, test runners, progress bars).
+SKIPPED_PACKAGES = frozenset({
+    "numpy", "pandas", "scipy", "sklearn", "tqdm", "tabulate", "pytest", "_pytest", "pluggy",
+    "hypothesis", "networkx", "omegaconf", "onnx", "onnxruntime", "tensorflow", "PIL", "sympy",
+    "filelock", "fsspec", "requests", "urllib3", "safetensors", "tokenizers", "huggingface_hub",
+    "packaging", "typing_extensions", "regex", "yaml", "jinja2", "triton", "setuptools",
+})
+
+# user overrides: per code object for Python functions, per id for other callables
+_code_rules: "weakref.WeakKeyDictionary[types.CodeType, Rule]" = weakref.WeakKeyDictionary()
+_id_rules: dict[int, Rule] = {}
+_frame_cache: dict[types.CodeType, Rule] = {}
+
+
+def is_compiling() -> bool:
+    """``True`` inside code graphjit traces (traced code folds the call to ``True``),
+    ``False`` when it runs in Python."""
+    return False
+
+
+@functools.lru_cache(maxsize=4096)
+def is_skipped_file(filename: str) -> bool:
+    """Code in this file is never compiled as its own frame: the standard library, torch,
+    graphjit and :data:`SKIPPED_PACKAGES`."""
+    path = os.path.abspath(filename) if filename and not filename.startswith("<") else filename
+    if path.startswith((_GRAPHJIT_DIR, _TORCH_DIR)):
+        return True
+    if "site-packages" in path or "dist-packages" in path:
+        tail = path.split("-packages" + os.sep, 1)[-1]
+        top = tail.split(os.sep, 1)[0].removesuffix(".py")
+        return top in SKIPPED_PACKAGES
+    return path.startswith(_STDLIB_DIRS)
+
+
+def is_stdlib_file(filename: str) -> bool:
+    return filename.startswith(_STDLIB_DIRS) and "-packages" not in filename
+
+
+def _set_rule(fn: Any, rule: Rule) -> None:
+    target = fn.__func__ if isinstance(fn, types.MethodType) else fn
+    if isinstance(target, types.FunctionType):
+        _code_rules[target.__code__] = rule
+        _frame_cache.pop(target.__code__, None)
+        return
+    key = id(target)
+    _id_rules[key] = rule
+    try:
+        weakref.finalize(target, _id_rules.pop, key, None)
+    except TypeError:  # not weak-referenceable: kept for the process
+        pass
+
+
+def _user_rule(value: Any) -> Rule | None:
+    if isinstance(value, types.MethodType):
+        value = value.__func__
+    if isinstance(value, types.FunctionType):
+        rule = _code_rules.get(value.__code__)
+        if rule is not None:
+            return rule
+        if getattr(value, "_torchdynamo_disable", False):  # torch.compiler.disable
+            return Rule.DISABLE
+        return None
+    if not _id_rules:
+        return None
+    try:
+        return _id_rules.get(id(value))
+    except TypeError:
+        return None
+
+
+def trace_rule(value: Any) -> Rule | None:
+    """A user's override for ``value`` in traced code (``IN_GRAPH``, ``DISABLE``,
+    ``SKIP_FRAME``), or ``None``: the builder's table decides."""
+    return _user_rule(value)
+
+
+def frame_rule(fn: types.FunctionType) -> Rule:
+    """What eager code does when it calls the Python function ``fn``: ``COMPILE``,
+    ``INTERCEPT`` (its frame runs eagerly with its calls intercepted) or ``CALL``."""
+    code = fn.__code__
+    rule = _frame_cache.get(code)
+    if rule is None:
+        rule = _frame_cache[code] = _decide_frame(fn)
+    return rule
+
+
+def _decide_frame(fn: types.FunctionType) -> Rule:
+    user = _user_rule(fn)
+    if user in (Rule.DISABLE, Rule.IN_GRAPH):
+        return Rule.CALL
+    if user is Rule.SKIP_FRAME:
+        return Rule.INTERCEPT
+    code = fn.__code__
+    if is_skipped_file(code.co_filename):
+        return Rule.CALL
+    if code.co_name.startswith("<") and code.co_name != "<lambda>":
+        return Rule.CALL  # comprehensions: rewritten with the code that makes them
+    if code.co_flags & (0x20 | 0x80 | 0x100 | 0x200):  # generator, coroutine, async gen
+        return Rule.INTERCEPT
+    return Rule.COMPILE
+
+
+def allow_in_graph(fn: Callable) -> Callable:
+    """Record calls of ``fn`` as one graph node instead of tracing into it (``fn`` is
+    called with fake tensors at trace time and must return tensors or structures of
+    them); like ``torch.compiler.allow_in_graph``.  Returns ``fn``."""
+    if not callable(fn):
+        raise TypeError(f"graphjit.allow_in_graph expects a callable, got {type(fn).__name__}")
+    _set_rule(fn, Rule.IN_GRAPH)
+    return fn
+
+
+def disable(fn: Callable | None = None, recursive: bool = True):
+    """Never trace ``fn`` (a decorator, with or without arguments; like
+    ``torch.compiler.disable``).  Traced code that calls it breaks the graph around the
+    call.  With ``recursive=False`` only ``fn``'s own frame runs eagerly: the functions
+    and modules it calls are still compiled.  Returns ``fn`` itself, marked."""
+    if fn is None:
+        return functools.partial(disable, recursive=recursive)
+    if not callable(fn):
+        raise TypeError(f"graphjit.disable expects a callable, got {type(fn).__name__}")
+    _set_rule(fn, Rule.DISABLE if recursive else Rule.SKIP_FRAME)
+    return fn
+
+
+def skip(fn: Callable) -> Callable:
+    """``disable(fn, recursive=False)``: ``fn``'s frame runs eagerly, what it calls is
+    compiled."""
+    return disable(fn, recursive=False)
+
+
+def clear_overrides() -> None:
+    """Forget every ``allow_in_graph``/``disable``/``skip`` (tests)."""
+    _code_rules.clear()
+    _id_rules.clear()
+    _frame_cache.clear()
+
+
+def forget_frame_decisions() -> None:
+    """Forget cached per-code decisions (``graphjit.reset``)."""
+    _frame_cache.clear()
