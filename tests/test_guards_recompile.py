@@ -360,7 +360,7 @@ def test_reset_clears_counters_and_cache():
     graphjit.reset()
     s = graphjit.stats()
     assert s == {"graph_breaks": 0, "break_reasons": [], "frames_total": 0, "frames_ok": 0,
-                 "recompiles": 0}
+                 "recompiles": 0, "skipped_frames": []}
     h.check(_r(3), _r(3, seed=1))  # the cache was cleared: compiled again, not a recompile
     assert h.graphs == 3
     assert graphjit.stats()["frames_total"] == 1

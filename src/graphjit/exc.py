@@ -58,6 +58,8 @@ class Unsupported(GraphjitError):
         self.hints = tuple(hints)
         self.user_stack: list[UserFrame] = []
         self.user_error = False  # the program raised here (not a graph break)
+        self.instruction: str | None = None  # the opcode the frame broke at
+        self.resumed: str | None = None      # how execution continued after it
         super().__init__(gb_type)
 
     @property
@@ -75,6 +77,8 @@ class Unsupported(GraphjitError):
             lines.append(f"  Explanation: {self.explanation}")
         for hint in self.hints:
             lines.append(f"  Hint: {hint}")
+        if self.instruction:
+            lines.append(f"  Broke at: {self.instruction} ({self.resumed})")
         if self.user_stack:
             lines.append("  User code (innermost last):")
             for fr in self.user_stack:

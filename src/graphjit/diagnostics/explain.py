@@ -25,6 +25,7 @@ class ExplainOutput:
     ops_per_graph: list[list[Any]]
     out_guards: list[str]
     compile_times: str = ""
+    skipped_frames: list = dataclasses.field(default_factory=list)
 
     def __str__(self) -> str:
         lines = [f"Graph Count: {self.graph_count}",
@@ -37,10 +38,15 @@ class ExplainOutput:
                 lines.append(f"    Explanation: {reason.explanation}")
             for hint in reason.hints:
                 lines.append(f"    Hint: {hint}")
+            if getattr(reason, "instruction", None):
+                lines.append(f"    Broke at: {reason.instruction} ({reason.resumed})")
             lines.append("    User Stack:")
             for frame in reason.user_stack:
                 lines.append(f"      <FrameSummary file {frame.filename}, line {frame.lineno} in {frame.name}>")
                 lines.append(f"        {frame.line}")
+        if self.skipped_frames:
+            lines.append("Skipped Frames (run in Python; what they call is still compiled):")
+            lines.extend(f"  {frame}" for frame in self.skipped_frames)
         lines.append("Ops per Graph:")
         for i, ops in enumerate(self.ops_per_graph, 1):
             lines.append(f"  Ops {i}:")
@@ -76,6 +82,6 @@ def explain(fn: Callable, *, backend: Any = None) -> Callable[..., ExplainOutput
                for g in graphs]
         guards = [label for entry in all_entries() for label in entry.guard_labels]
         return ExplainOutput(graphs, len(graphs), s["graph_breaks"], s["break_reasons"],
-                             sum(map(len, ops)), ops, guards)
+                             sum(map(len, ops)), ops, guards, skipped_frames=s["skipped_frames"])
 
     return run

@@ -24,6 +24,7 @@ function with the stack and the live locals:
 from __future__ import annotations
 
 import dis
+import types
 from typing import Callable
 
 import torch
@@ -46,6 +47,7 @@ from ..variables import (
     NestedUserFunctionVariable,
     NNModuleVariable,
     NullVariable,
+    OpaqueCallableVariable,
     UserFunctionVariable,
     UserMethodVariable,
     WithExitVariable,
@@ -201,6 +203,15 @@ class BreakCodegen:
                 self._bake(fn_var)
                 var.reconstruct(self.cg, fn_override=self.wrap_callable(fn_var.fn))
                 return True
+        if isinstance(var, OpaqueCallableVariable) and self.resolve is not None and \
+                isinstance(var.value, (types.FunctionType, types.MethodType)):
+            # a function graphjit does not trace (skipped, a library's): the resolver
+            # decides at run time (a ``graphjit.skip``-ped one runs with its calls compiled)
+            self.cg.push_null()
+            self.cg.load_const(self.resolve)
+            self.cg.reconstruct(var)
+            self.cg.call(1)
+            return True
         if isinstance(var, NNModuleVariable) and var.source is not None and not is_leaf_module(var.value):
             # the module object is guarded by identity: call it through graphjit
             self.cg.load_const(self.wrap_callable(var.value))

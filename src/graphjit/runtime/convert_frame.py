@@ -47,6 +47,14 @@ MAX_RESTARTS = 64
 RAISES_THIS_CALL = object()
 
 
+@dataclasses.dataclass(frozen=True)
+class RunEagerly:
+    """``convert_frame``'s answer for a frame with nothing to compile before its first
+    graph break: it runs in Python from now on (with its calls intercepted)."""
+
+    reason: str
+
+
 @dataclasses.dataclass
 class CacheEntry:
     """One compiled specialization of a function."""
@@ -87,7 +95,8 @@ def bind_frame_locals(fn: types.FunctionType, args: tuple, kwargs: dict) -> dict
 def convert_frame(fn: types.FunctionType, args: tuple, kwargs: dict, hooks: Hooks,
                   closure_arg: bool = False) -> CacheEntry | None:
     """Trace ``fn(*args, **kwargs)``; restart whenever a break decision is recorded
-    (returns :data:`RAISES_THIS_CALL` when the call raises before any graph).
+    (returns :data:`RAISES_THIS_CALL` when the call raises before any graph, a
+    :class:`RunEagerly` when the first graph break comes before anything to compile).
     ``closure_arg``: the entry serves every function of ``fn``'s code (its guard takes the
     closure as a ``___closure`` keyword argument)."""
     f_locals = bind_frame_locals(fn, args, kwargs)
@@ -130,7 +139,11 @@ def build_entry(fn, tx: InstructionTranslator, output: OutputGraph, global_state
         _record_break(fn, bp)
         if bp.reason.user_error:  # this call raises: run it as it is, trace the next one
             return RAISES_THIS_CALL
-        return None  # nothing before the break: the frame runs eagerly
+        # nothing before the break: the frame runs in Python, its calls intercepted
+        where = bp.reason.user_stack[-1] if bp.reason.user_stack else None
+        at = f" at {where.filename}:{where.lineno}" if where else ""
+        return RunEagerly(f"graph break before anything to compile ({bp.reason.instruction or bp.inst.opname}{at}): "
+                          f"{bp.reason.reason}")
     initial_grad = global_state[0].expected
     final_grad = output.grad_enabled
     if final_grad != initial_grad:  # graphs leave global state as they found it
@@ -290,9 +303,17 @@ def _record_break(fn, bp) -> None:
         return
     if fn.__code__ in TRANSPARENT_CODES:
         return
+    if bp.reason.instruction is None:
+        bp.reason.instruction = bp.inst.opname
+    bp.reason.resumed = _RESUMED[bp.kind]
     stats.bump("graph_breaks")
     stats.record("break_reasons", bp.reason)
-    logs.emit("graph_breaks", f"Graph break in {fn.__qualname__} ({bp.kind}): {bp.reason}")
+    logs.emit("graph_breaks", f"Graph break in {fn.__qualname__} at {bp.reason.instruction} "
+                              f"({bp.reason.resumed}): {bp.reason}")
+
+
+_RESUMED = {"resume": "the instruction runs in Python, then a resume function",
+            "step": "the rest of the frame runs in Python, its calls compiled"}
 
 
 def _log_entry(code, new_code, graphs: list[CompiledGraph], labels: list[str]) -> None:

@@ -31,8 +31,8 @@ from ..variables.nn_module import has_hooks
 from ..variables.object_protocol import type_attr_raw
 from ..trace_rules import forget_frame_decisions
 from . import stats
-from .convert_frame import RAISES_THIS_CALL, TRANSPARENT_CODES, CacheEntry, Hooks, convert_frame
-from .eager_frames import Interceptor
+from .convert_frame import RAISES_THIS_CALL, TRANSPARENT_CODES, CacheEntry, Hooks, RunEagerly, convert_frame
+from .eager_frames import Interceptor, skip_frame
 
 _live: "weakref.WeakSet[CompiledFunction]" = weakref.WeakSet()
 _nested_live: "weakref.WeakSet[NestedDispatcher]" = weakref.WeakSet()
@@ -133,16 +133,19 @@ class NestedDispatcher:
 
     def _compile(self, fn, args, kwargs):
         if self._run_eagerly or len(self._entries) >= config.recompile_limit:
+            if not self._run_eagerly:
+                skip_frame(fn, f"recompile limit ({config.recompile_limit}) reached")
             self._run_eagerly = True
             return None
         stats.bump("frames_total")
         try:
             entry = convert_frame(fn, args, kwargs, self.session.hooks, closure_arg=True)
-        except Unsupported:
-            entry = None
+        except Unsupported as e:
+            entry = RunEagerly(e.reason)
         if entry is RAISES_THIS_CALL:
             return None
-        if entry is None:
+        if isinstance(entry, RunEagerly):
+            skip_frame(fn, entry.reason)
             self._run_eagerly = True
             return None
         stats.bump("frames_ok")
@@ -268,6 +271,10 @@ class CompiledFunction:
         self._fast = []
         self._run_eagerly = False
 
+    def _skip(self, reason: str) -> None:
+        self._run_eagerly = True
+        skip_frame(self._fn, reason)
+
     def _eager(self) -> types.FunctionType:
         """The function run in Python: its calls still go through graphjit."""
         return self._session.interceptor.eager(self._fn)
@@ -302,7 +309,7 @@ class CompiledFunction:
                 f"graphjit: {self._fn.__qualname__} hit the recompile limit "
                 f"({config.recompile_limit}); running it eagerly from now on. "
                 f"Last guard failure: {reason}", stacklevel=4)
-            self._run_eagerly = True
+            self._skip(f"recompile limit ({config.recompile_limit}) reached; last guard failure: {reason}")
             return self._eager()
         if self._entries:
             stats.bump("recompiles")
@@ -319,13 +326,13 @@ class CompiledFunction:
             logs.emit("graph_breaks", f"Graph break in {self._fn.__qualname__}: {e}")
             if self._fullgraph:
                 raise
-            self._run_eagerly = True
+            self._skip(e.reason)
             return self._eager()
         except InternalError:
             if not config.suppress_errors:
                 raise
             log.exception("graphjit internal error; running %s eagerly", self._fn.__qualname__)
-            self._run_eagerly = True
+            self._skip("graphjit internal error (logged)")
             return self._eager()
         except Exception as e:
             if not config.suppress_errors:
@@ -334,12 +341,12 @@ class CompiledFunction:
                     f"({self._fn.__code__.co_filename}:{self._fn.__code__.co_firstlineno}): "
                     f"{type(e).__name__}: {e}") from e
             log.exception("graphjit internal error; running %s eagerly", self._fn.__qualname__)
-            self._run_eagerly = True
+            self._skip("graphjit internal error (logged)")
             return self._eager()
         if entry is RAISES_THIS_CALL:
             return self._eager()
-        if entry is None:
-            self._run_eagerly = True
+        if isinstance(entry, RunEagerly):
+            self._skip(entry.reason)
             return self._eager()
         stats.bump("frames_ok")
         for g in entry.graphs:

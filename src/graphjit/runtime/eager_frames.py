@@ -32,8 +32,11 @@ from typing import Any, Callable
 import torch
 
 from ..bytecode.intercept import intercepted_code
-from ..trace_rules import Rule, frame_rule
+from ..diagnostics import logs
+from ..trace_rules import Rule, frame_rule, trace_rule
 from ..variables.nn_module import is_leaf_module
+from . import stats
+from .convert_frame import TRANSPARENT_CODES
 
 _DIRECT_TYPES = frozenset({
     types.BuiltinFunctionType, types.MethodDescriptorType, types.WrapperDescriptorType,
@@ -93,11 +96,17 @@ class Interceptor:
         type_cache: dict[type, int] = {}
         module_cache: dict[int, Any] = {}
         method_cache: dict[tuple[int, types.FunctionType], Any] = {}
+        seen_user_rules: set[types.CodeType] = set()
         FunctionType, MethodType, Module = types.FunctionType, types.MethodType, torch.nn.Module
         direct = _DIRECT_TYPES
 
         def for_function(f):
             rule = frame_rule(f)
+            user = trace_rule(f)
+            if user in (Rule.DISABLE, Rule.SKIP_FRAME) and f.__code__ not in seen_user_rules:
+                seen_user_rules.add(f.__code__)
+                skip_frame(f, "graphjit.skip" if user is Rule.SKIP_FRAME else
+                           "graphjit.disable / torch.compiler.disable: nothing under it is compiled")
             if _is_nested(f):
                 if rule is Rule.COMPILE:
                     nd = nested_cache.get(f.__code__)
@@ -185,3 +194,14 @@ def _type_kind(t: type) -> int:
     if isinstance(call, types.FunctionType):
         return _T_CALLABLE
     return _T_DIRECT
+
+
+def skip_frame(fn: types.FunctionType, reason: str) -> None:
+    """Record (stats, ``graph_breaks`` log) that ``fn``'s frame runs in Python from now on."""
+    if fn.__code__ in TRANSPARENT_CODES:
+        return
+    code = fn.__code__
+    frame = stats.SkippedFrame(fn.__qualname__, code.co_filename, code.co_firstlineno, reason)
+    stats.record("skipped_frames", frame)
+    logs.emit("graph_breaks", f"Skipping frame {frame} (it runs in Python; the functions and "
+                              f"modules it calls are still compiled)")

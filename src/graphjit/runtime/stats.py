@@ -2,7 +2,23 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
+
+
+@dataclasses.dataclass(frozen=True)
+class SkippedFrame:
+    """A frame graphjit was asked to compile that runs in Python instead (its calls are
+    still intercepted and compiled), and why."""
+
+    name: str
+    filename: str
+    lineno: int
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.filename}:{self.lineno}): {self.reason}"
+
 
 _stats: dict[str, Any] = {}
 
@@ -10,7 +26,7 @@ _stats: dict[str, Any] = {}
 def clear() -> None:
     _stats.clear()
     _stats.update(graph_breaks=0, break_reasons=[], frames_total=0, frames_ok=0, recompiles=0,
-                  graphs=[])
+                  graphs=[], skipped_frames=[])
 
 
 def bump(key: str, n: int = 1) -> None:
@@ -22,13 +38,15 @@ def record(key: str, item: Any) -> None:
 
 
 def snapshot() -> dict[str, Any]:
-    """The public view: graph_breaks, break_reasons, frames_total, frames_ok, recompiles."""
+    """The public view: graph_breaks, break_reasons, frames_total, frames_ok, recompiles,
+    skipped_frames."""
     return {
         "graph_breaks": _stats["graph_breaks"],
         "break_reasons": list(_stats["break_reasons"]),
         "frames_total": _stats["frames_total"],
         "frames_ok": _stats["frames_ok"],
         "recompiles": _stats["recompiles"],
+        "skipped_frames": list(_stats["skipped_frames"]),
     }
 
 

@@ -528,6 +528,8 @@ class InstructionTranslator(TranslatorBase):
         except Unsupported as e:
             if self.fullgraph:
                 raise
+            if e.instruction is None:  # the root frame's instruction that could not be traced
+                e.instruction = self.current_inst.opname
             index = self.indexof[id(self.current_inst)]
             if self.can_resume_at(index):
                 self.speculation[k] = Speculation("resume", e)

@@ -2,6 +2,9 @@
 functions, methods and builtins (other kinds register their builders next to their
 trackers).  In order:
 
+0. a user's override (``graphjit.allow_in_graph``: a graph call; ``graphjit.disable``,
+   ``graphjit.skip``, ``torch.compiler.disable``: opaque, a call is a graph break), see
+   ``trace_rules.py``;
 1. a graphjit-compiled function called from traced code: its ``__wrapped__`` is inlined;
 2. a bound method of a tensor (``x.add`` kept across a break): the tensor's method;
 3. torch's API (``torch.relu``, ``F.linear``, ``Tensor.add``, op overloads): a graph call
@@ -15,21 +18,19 @@ trackers).  In order:
 
 from __future__ import annotations
 
-import sys
 import types
 from typing import Any
 
 import torch
 
 from ..guards.guard import GuardKind
+from ..trace_rules import Rule, is_stdlib_file, trace_rule
 from ..sources import AttrSource, Source
 from .base import MethodVariable, VariableTracker, register_builder_predicate
 from .builtins import build_builtin, is_builtin_callable
 from .functions import NoOpFunctionVariable, OpaqueCallableVariable, UserFunctionVariable, UserMethodVariable
 from .grad_mode import GradModeVariable
 from .torch_function import TorchFunctionVariable, is_torch_callable
-
-_STDLIB_PREFIXES = tuple({sys.prefix + "/lib/python3.11/", sys.base_prefix + "/lib/python3.11/"})
 
 #: TorchDynamo's own functions that traced code can reach: once Dynamo has compiled
 #: anything it wraps ``nn.Module.__init__`` (the wrapper is inlined: it calls the real
@@ -61,6 +62,13 @@ def _guard(tx, source, kind, value) -> None:
 
 @register_builder_predicate(_is_function_like)
 def build_callable(tx, value: Any, source: Source | None) -> VariableTracker:
+    rule = trace_rule(value)
+    if rule is not None:
+        _guard(tx, source, GuardKind.ID_MATCH, value)
+        if rule is Rule.IN_GRAPH:
+            return TorchFunctionVariable(value, source=source)
+        how = "graphjit.skip" if rule is Rule.SKIP_FRAME else "graphjit.disable / torch.compiler.disable"
+        return OpaqueCallableVariable(value, f"disabled by {how}", source=source)
     if getattr(type(value), "_graphjit_compiled", False):
         _guard(tx, source, GuardKind.ID_MATCH, value)
         return UserFunctionVariable(value.__wrapped__, source=_attr(source, "__wrapped__"))
@@ -89,8 +97,7 @@ def build_callable(tx, value: Any, source: Source | None) -> VariableTracker:
         else:
             _guard(tx, _attr(source, "__code__"), GuardKind.ID_MATCH, value.__code__)
             _guard(tx, source, GuardKind.TYPE_MATCH, types.FunctionType)
-        filename = value.__code__.co_filename
-        if filename.startswith(_STDLIB_PREFIXES) and "site-packages" not in filename:
+        if is_stdlib_file(value.__code__.co_filename):
             return OpaqueCallableVariable(value, "skipped standard-library function", source=source)
         if value.__module__ == "torch.autograd.function":
             return OpaqueCallableVariable(value, "torch.autograd.Function internals", source=source)

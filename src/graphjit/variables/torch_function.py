@@ -13,6 +13,7 @@ import torch
 
 from ..exc import unsupported
 from ..guards.guard import GlobalQuery, GuardKind
+from ..trace_rules import is_compiling as _graphjit_is_compiling
 from ..sources import FromNumpySource
 from .base import VariableTracker, call_python, register_builder_by_id
 from .constant import ConstantVariable
@@ -21,7 +22,8 @@ from .grad_mode import GradModeVariable
 
 def _compiling_flags() -> set:
     """Functions that answer "are we compiling?": True while graphjit traces."""
-    flags = {torch.compiler.is_compiling, torch.compiler.is_dynamo_compiling, torch._utils.is_compiling}
+    flags = {torch.compiler.is_compiling, torch.compiler.is_dynamo_compiling, torch._utils.is_compiling,
+             _graphjit_is_compiling}
     dynamo = sys.modules.get("torch._dynamo")
     if dynamo is not None:
         flags.add(dynamo.is_compiling)
