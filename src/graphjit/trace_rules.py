@@ -94,6 +94,8 @@ def is_compiling() -> bool:
 def is_skipped_file(filename: str) -> bool:
     """Code in this file is never compiled as its own frame: the standard library, torch,
     graphjit and :data:`SKIPPED_PACKAGES`."""
+    if filename.startswith("<frozen "):  # the standard library's frozen modules (posixpath...)
+        return True
     path = os.path.abspath(filename) if filename and not filename.startswith("<") else filename
     if path.startswith((_GRAPHJIT_DIR, _TORCH_DIR)):
         return True
@@ -105,7 +107,9 @@ def is_skipped_file(filename: str) -> bool:
 
 
 def is_stdlib_file(filename: str) -> bool:
-    return filename.startswith(_STDLIB_DIRS) and "-packages" not in filename
+    """Part of the standard library (frozen modules included)?"""
+    return filename.startswith("<frozen ") or (
+        filename.startswith(_STDLIB_DIRS) and "-packages" not in filename)
 
 
 def _set_rule(fn: Any, rule: Rule) -> None:

@@ -32,7 +32,7 @@ from ..variables.object_protocol import type_attr_raw
 from ..trace_rules import forget_frame_decisions
 from . import stats
 from .convert_frame import RAISES_THIS_CALL, TRANSPARENT_CODES, CacheEntry, Hooks, RunEagerly, convert_frame
-from .eager_frames import Interceptor, skip_frame
+from .eager_frames import Interceptor, has_tensor, skip_frame, uses_torch_global
 
 _live: "weakref.WeakSet[CompiledFunction]" = weakref.WeakSet()
 _nested_live: "weakref.WeakSet[NestedDispatcher]" = weakref.WeakSet()
@@ -88,7 +88,7 @@ class CompileSession:
                 forward = CompiledFunction(raw.__func__ if static else type(fn).forward, session=self)
                 cf = self._wrapped[fn] = ModuleCall(fn, forward, self.interceptor, static)
             else:
-                cf = self._wrapped[fn] = CompiledFunction(fn, session=self)
+                cf = self._wrapped[fn] = CompiledFunction(fn, session=self, only_with_tensors=True)
         return cf
 
 
@@ -235,7 +235,7 @@ class CompiledFunction:
 
     def __init__(self, fn: types.FunctionType, *, backend="inductor", fullgraph: bool = False,
                  mode: str | None = None, options: dict | None = None, dynamic=None,
-                 session: CompileSession | None = None) -> None:
+                 session: CompileSession | None = None, only_with_tensors: bool = False) -> None:
         if not isinstance(fn, types.FunctionType):
             raise TypeError(f"graphjit.compile expects a Python function, got {type(fn).__name__}")
         self._fn = fn
@@ -245,6 +245,10 @@ class CompiledFunction:
         self._entries: list[CacheEntry] = []
         self._fast: list[tuple] = []  # (check, fn) per entry: the hot path reads only these
         self._run_eagerly = False
+        # a callee compiled on the user's behalf is traced only for calls that involve
+        # torch (a torch global in its code, a tensor or module among its arguments):
+        # plain Python helpers run as they are, as TorchDynamo skips tensor-free frames
+        self._only_with_tensors = only_with_tensors and not uses_torch_global(fn)
         self._lock = self._session.lock
         self.__wrapped__ = fn
         self.__name__ = fn.__name__
@@ -280,7 +284,8 @@ class CompiledFunction:
         return self._session.interceptor.eager(self._fn)
 
     def _miss(self, args: tuple, kwargs: dict) -> Any:
-        if self._run_eagerly:
+        if self._run_eagerly or (self._only_with_tensors and not has_tensor(args)
+                                 and not (kwargs and has_tensor(kwargs))):
             return self._eager()(*args, **kwargs)
         with self._lock:
             for check, fn in self._fast:  # another thread may have compiled it meanwhile

@@ -205,3 +205,43 @@ def skip_frame(fn: types.FunctionType, reason: str) -> None:
     stats.record("skipped_frames", frame)
     logs.emit("graph_breaks", f"Skipping frame {frame} (it runs in Python; the functions and "
                               f"modules it calls are still compiled)")
+
+
+def uses_torch_global(fn: types.FunctionType) -> bool:
+    """Does ``fn``'s code name a global that is torch (or a torch submodule)?"""
+    g = fn.__globals__
+    for name in fn.__code__.co_names:
+        obj = g.get(name)
+        if isinstance(obj, types.ModuleType) and (obj is torch or obj.__name__.startswith("torch.")):
+            return True
+    return False
+
+
+_SCALARS = frozenset({int, float, str, bool, type(None), bytes, complex})
+
+
+def has_tensor(obj: Any, depth: int = 0) -> bool:
+    """A tensor or module in ``obj`` (looking into lists, tuples and dicts, as TorchDynamo
+    decides whether a frame is worth tracing)."""
+    t = type(obj)
+    if t in _SCALARS:
+        return False
+    if t is tuple or t is list:
+        if depth > 4:
+            return False
+        for v in obj:
+            if type(v) not in _SCALARS and has_tensor(v, depth + 1):
+                return True
+        return False
+    if t is dict:
+        if depth > 4:
+            return False
+        for v in list(obj.values()):
+            if type(v) not in _SCALARS and has_tensor(v, depth + 1):
+                return True
+        return False
+    if isinstance(obj, (torch.Tensor, torch.nn.Module)) or (t is type and issubclass(obj, torch.nn.Module)):
+        return True
+    if isinstance(obj, tuple) and hasattr(obj, "_fields") and depth <= 4:  # a namedtuple
+        return has_tensor(tuple(obj), depth + 1)
+    return False
