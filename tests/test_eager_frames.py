@@ -410,3 +410,53 @@ def test_explain_lists_skipped_frames():
     assert "Skipped Frames" in text and "untraceable_outer" in text
     assert out.graph_count == 3
     assert "Broke at: CALL" in text
+
+
+# -- imports inside traced code (transformers' helpers import torch in their bodies) ------
+
+def imports_inside(x):
+    import torch.nn.functional as F
+    from torch import nn  # noqa: F401
+    from collections import OrderedDict
+    return F.relu(x) + len(OrderedDict(a=1))
+
+
+def test_imports_of_loaded_modules_are_traced():
+    cnt = check_same(imports_inside, X, fullgraph=True)
+    assert cnt.frame_count == 1
+
+
+def test_import_follows_a_replaced_sys_modules_entry():
+    import types as _types
+
+    fake = _types.ModuleType("gj_fake_mod")
+    fake.k = 2.0
+    sys.modules["gj_fake_mod"] = fake
+    try:
+        def f(x):
+            import gj_fake_mod
+            return x * gj_fake_mod.k
+
+        compiled = graphjit.compile(f, backend="aot_eager")
+        torch.testing.assert_close(compiled(X), X * 2.0)
+        fake.k = 3.0                                  # an attribute of the module changes
+        torch.testing.assert_close(compiled(X), X * 3.0)
+        other = _types.ModuleType("gj_fake_mod")
+        other.k = 5.0
+        sys.modules["gj_fake_mod"] = other            # the module itself is replaced
+        torch.testing.assert_close(compiled(X), X * 5.0)
+    finally:
+        sys.modules.pop("gj_fake_mod", None)
+
+
+def test_import_of_a_module_not_yet_imported_is_a_clean_break():
+    def f(x):
+        y = x + 1
+        import gj_module_that_does_not_exist_yet  # noqa: F401
+        return y
+
+    compiled = graphjit.compile(f, backend="eager")
+    with pytest.raises(ModuleNotFoundError):
+        compiled(X)
+    reasons = [r.reason for r in graphjit.stats()["break_reasons"]]
+    assert any("not yet imported" in r for r in reasons), reasons

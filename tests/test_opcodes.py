@@ -781,7 +781,7 @@ def test_MAKE_FUNCTION_closure_of_comprehension_variable():
 
 
 
-def u_import_name(a):
+def u_import_name(a):  # a module already imported: traced (read from sys.modules)
     import math
 
     return a * math.pi
@@ -791,6 +791,10 @@ def u_import_from(a):
     from math import pi  # IMPORT_NAME first, then IMPORT_FROM
 
     return a * pi
+
+
+CASES["IMPORT_NAME"] = (u_import_name, (A,))
+CASES["IMPORT_FROM"] = (u_import_from, (A,))
 
 
 _G = 0
@@ -855,8 +859,6 @@ def u_generator(a):
 #: opname -> (fn, args, opcode the trace hits (None: the trace stops before it), words the
 #: Unsupported message must contain)
 UNSUPPORTED_CASES = {
-    "IMPORT_NAME": (u_import_name, (A,), "IMPORT_NAME", ["imports"]),
-    "IMPORT_FROM": (u_import_from, (A,), "IMPORT_NAME", ["imports"]),
     "LOAD_BUILD_CLASS": (u_class, (A,), "LOAD_BUILD_CLASS", ["class definitions"]),
     "MATCH_SEQUENCE": (u_match_sequence, (A, (A, B)), "MATCH_SEQUENCE", ["match statements"]),
     "GET_LEN": (u_match_sequence, (A, (A, B)), "MATCH_SEQUENCE", ["match statements"]),

@@ -107,9 +107,9 @@ def is_skipped_file(filename: str) -> bool:
 
 
 def is_stdlib_file(filename: str) -> bool:
-    """Part of the standard library (frozen modules included)?"""
-    return filename.startswith("<frozen ") or (
-        filename.startswith(_STDLIB_DIRS) and "-packages" not in filename)
+    """Part of the standard library on disk?  (Traced code inlines the frozen modules,
+    ``_collections_abc``'s ``Mapping.get`` for example; eager code calls them as they are.)"""
+    return filename.startswith(_STDLIB_DIRS) and "-packages" not in filename
 
 
 def _set_rule(fn: Any, rule: Rule) -> None:

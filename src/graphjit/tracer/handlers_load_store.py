@@ -3,7 +3,10 @@ https://docs.python.org/3.11/library/dis.html#python-bytecode-instructions"""
 
 from __future__ import annotations
 
-from ..exc import observed, unsupported
+import importlib.util
+import sys
+
+from ..exc import ObservedException, observed, unsupported
 from ..sources import ConstSource, GetItemSource
 from ..variables import NestedUserFunctionVariable, NullVariable, TupleVariable, VariableTracker
 from ..variables.dicts import MISSING
@@ -116,6 +119,47 @@ class LoadStoreHandlers:
                 kw = dict(kwdefaults.realize_items(self))
         self.push(NestedUserFunctionVariable(code, self.f_globals, code.co_name, defaults, kw,
                                              list(closure)))
+
+
+    # -- imports --------------------------------------------------------------------------
+    def IMPORT_NAME(self, inst) -> None:
+        """``import a.b`` / ``from .x import y`` of modules already imported: what
+        ``__import__`` returns, read from ``sys.modules`` (guarded there, so a module
+        replaced later recompiles).  Importing a new module runs in Python (a break)."""
+        fromlist = self.pop().as_python_constant()
+        level = self.pop().as_python_constant()
+        name = inst.argval
+        if level:
+            package = self.f_globals.get("__package__") or self.f_globals.get("__name__", "")
+            try:
+                name = importlib.util.resolve_name("." * level + name, package)
+            except (ImportError, ValueError) as e:
+                raise unsupported("relative import", f"{'.' * level}{inst.argval}: {e}") from None
+        if name not in sys.modules or sys.modules[name] is None:
+            raise unsupported("import of a module not yet imported", name,
+                              "Importing runs the module's code; it runs in Python between graphs.",
+                              ["Import the module at the top of the file."])
+        if fromlist:
+            for item in fromlist:
+                if item != "*" and not hasattr(sys.modules[name], item) and \
+                        f"{name}.{item}" not in sys.modules:
+                    raise unsupported("import of a module not yet imported", f"{name}.{item}")
+            result = name
+        else:
+            result = name.partition(".")[0]
+        source = GetItemSource(ConstSource(sys.modules, "sys.modules"), result)
+        self.push(VariableTracker.build(self, sys.modules[result], source))
+
+    def IMPORT_FROM(self, inst) -> None:
+        module = self.stack[-1]
+        try:
+            self.push(module.var_getattr(self, inst.argval))
+        except ObservedException as e:  # ``from pkg import submodule`` not yet an attribute
+            full = f"{getattr(module.as_python_constant(), '__name__', '')}.{inst.argval}"
+            if not e.is_attribute_error() or full not in sys.modules:
+                raise observed(ImportError, f"cannot import name '{inst.argval}'") from None
+            source = GetItemSource(ConstSource(sys.modules, "sys.modules"), full)
+            self.push(VariableTracker.build(self, sys.modules[full], source))
 
 
 __all__ = ["LoadStoreHandlers", "TupleVariable", "unsupported"]

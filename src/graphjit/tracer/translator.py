@@ -64,8 +64,7 @@ UNSUPPORTED_OPCODES: dict[str, str] = {
     "CHECK_EG_MATCH": "exception groups", "PREP_RERAISE_STAR": "exception groups",
     "MATCH_MAPPING": "match statements", "MATCH_SEQUENCE": "match statements",
     "MATCH_KEYS": "match statements", "MATCH_CLASS": "match statements",
-    "GET_LEN": "match statements", "IMPORT_NAME": "imports inside traced code",
-    "IMPORT_FROM": "imports inside traced code", "LOAD_CLASSDEREF": "class bodies",
+    "GET_LEN": "match statements", "LOAD_CLASSDEREF": "class bodies",
 }
 
 MAX_STEPS = 200_000

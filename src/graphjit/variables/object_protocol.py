@@ -137,13 +137,19 @@ def call_descriptor_method(tx, fn_raw, fn_source: Source | None, args: list) -> 
 
 # -- getattr -----------------------------------------------------------------------------
 
+#: ``__getattribute__`` of builtin bases whose C slot is CPython's generic lookup (a user
+#: subclass of ``dict`` or ``Exception`` reads attributes like any object)
+_GENERIC_GETATTRO = frozenset(t.__dict__["__getattribute__"] for t in (
+    dict, list, tuple, set, frozenset, int, float, str, bytes, BaseException))
+
+
 def get_attr(tx, obj, name: str) -> VariableTracker:
     """``getattr(obj, name)`` for an object tracker (``obj`` provides ``python_type``,
     ``attr_source``, ``instance_dict``, ``getattr_fallback``)."""
     cls = obj.python_type()
     getattribute = type_attr_raw(cls, "__getattribute__")
     try:
-        if getattribute is object.__getattribute__:
+        if getattribute is object.__getattribute__ or getattribute in _GENERIC_GETATTRO:
             return generic_getattr(tx, obj, name)
         if isinstance(getattribute, types.FunctionType):
             fn = VariableTracker.build(tx, getattribute, AttrSource(class_source(tx, cls), "__getattribute__"),

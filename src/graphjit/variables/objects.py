@@ -448,6 +448,14 @@ class SuperBuiltinMethodVariable(VariableTracker):
             raise unsupported("super() call to a C-level method", f"super().{self.name}")
         return method(tx, self.obj, *args, **kwargs)
 
+    def reconstruct(self, cg) -> None:
+        """``raw.__get__(obj)``: the C method bound to the object (what ``super().name``
+        evaluates to), for code after a graph break."""
+        cg.push_null()
+        cg.load_const(self.raw.__get__)
+        cg.reconstruct(self.obj)
+        cg.call(1)
+
 
 class PythonModuleVariable(VariableTracker):
     """A Python module (``torch``, ``math``, a user module)."""
