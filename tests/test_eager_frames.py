@@ -20,7 +20,8 @@ import torch
 from torch import nn
 
 import graphjit
-from graphjit.testing import CompileCounter, assert_equal, check_same
+from graphjit.backends.registry import lookup_backend
+from graphjit.testing import assert_equal, check_same
 
 X = torch.randn(4, generator=torch.Generator().manual_seed(0))
 
@@ -61,12 +62,7 @@ def untraceable_outer(x):
 
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])
 def test_untraceable_outer_frame_still_compiles_three_levels(backend):
-    calls = []
-
-    def counting(gm, example_inputs):
-        calls.append(gm)
-        return _aot(gm, example_inputs) if backend == "aot_eager" else gm.forward
-
+    calls, counting = recorder(backend)
     compiled = graphjit.compile(untraceable_outer, backend=counting)
     for _ in range(2):
         assert_equal(quiet(compiled, X), quiet(untraceable_outer, X))
@@ -82,8 +78,17 @@ def test_untraceable_outer_frame_still_compiles_three_levels(backend):
 
 
 def _aot(gm, example_inputs):
-    from graphjit.backends.registry import lookup_backend
     return lookup_backend("aot_eager", None, None)(gm, example_inputs)
+
+
+def recorder(backend: str):
+    """A backend that records each graph, then runs it with ``backend``."""
+    graphs = []
+
+    def recording(gm, example_inputs):
+        graphs.append(gm)
+        return _aot(gm, example_inputs) if backend == "aot_eager" else gm.forward
+    return graphs, recording
 
 
 # -- a decorated forward: the decorator reads fn.__code__ and calls fn(self, ...) -------
@@ -117,12 +122,7 @@ class Decorated(nn.Module):
 def test_forward_under_an_inspecting_decorator_is_compiled(backend):
     torch.manual_seed(0)
     m = Decorated()
-    graphs = []
-
-    def recording(gm, example_inputs):
-        graphs.append(gm)
-        return _aot(gm, example_inputs) if backend == "aot_eager" else gm.forward
-
+    graphs, recording = recorder(backend)
     compiled = graphjit.compile(m, backend=recording)
     x = torch.randn(3, 4)
     for _ in range(2):
@@ -159,12 +159,7 @@ class LoopNet(nn.Module):
 def test_break_inside_a_loop_over_modules_compiles_every_block(backend):
     torch.manual_seed(0)
     net = LoopNet(4)
-    graphs = []
-
-    def recording(gm, example_inputs):
-        graphs.append(gm)
-        return _aot(gm, example_inputs) if backend == "aot_eager" else gm.forward
-
+    graphs, recording = recorder(backend)
     compiled = graphjit.compile(net, backend=recording)
     x = torch.randn(2, 4)
     for _ in range(3):
