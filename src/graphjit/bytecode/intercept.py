@@ -32,7 +32,6 @@ through the resolver, which compiles them.
 
 from __future__ import annotations
 
-import dis
 import types
 from typing import Callable
 
@@ -125,14 +124,3 @@ def intercepted_code(code: types.CodeType, resolver: Callable) -> types.CodeType
         insts = intercept_instructions(decode(code), resolver)
         cached = _cache[key] = assemble(insts, code)
     return cached
-
-
-def has_calls(code: types.CodeType) -> bool:
-    """Does ``code`` (or a comprehension in it) call anything?"""
-    for inst in dis.get_instructions(code):
-        if inst.opname in ("PRECALL", "CALL_FUNCTION_EX"):
-            return True
-        if isinstance(inst.argval, types.CodeType) and inst.argval.co_name in INLINE_CODE_NAMES \
-                and has_calls(inst.argval):
-            return True
-    return False

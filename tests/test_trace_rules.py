@@ -1,0 +1,183 @@
+"""The trace rules table (``trace_rules.py``) and the call-interception rewrite
+(``bytecode/intercept.py``): decisions per kind of callable, user overrides, and the
+emitted bytecode (golden)."""
+
+from __future__ import annotations
+
+import collections
+import functools
+import posixpath
+import types
+
+import pytest
+import torch
+
+import graphjit
+from _shared import check_golden, drop_addresses, tidy_lines
+from graphjit.bytecode import format_code
+from graphjit.bytecode.intercept import intercepted_code
+from graphjit.testing import CompileCounter
+from graphjit.trace_rules import Rule, clear_overrides, frame_rule, is_skipped_file
+
+X = torch.randn(3, 2, generator=torch.Generator().manual_seed(0))
+
+
+@pytest.fixture(autouse=True)
+def _no_overrides_left():
+    yield
+    clear_overrides()
+
+
+def user_fn(x):
+    return x + 1
+
+
+def user_gen(x):
+    yield x
+
+
+def test_frame_rules_per_kind_of_function():
+    assert frame_rule(user_fn) is Rule.COMPILE
+    assert frame_rule(lambda x: x) is Rule.COMPILE
+    assert frame_rule(user_gen) is Rule.INTERCEPT                 # generator: its calls compiled
+    assert frame_rule(posixpath.join) is Rule.CALL                # frozen standard library
+    assert frame_rule(collections.namedtuple) is Rule.CALL        # standard library on disk
+    assert frame_rule(torch.nn.functional.relu) is Rule.CALL      # torch internals
+    assert frame_rule(graphjit.compile) is Rule.CALL              # graphjit itself
+    assert frame_rule(pytest.raises) is Rule.CALL                 # a skipped package
+    comp = [c for c in user_with_comprehension.__code__.co_consts if isinstance(c, types.CodeType)][0]
+    assert frame_rule(types.FunctionType(comp, {})) is Rule.CALL  # rewritten with its maker
+    assert is_skipped_file("<frozen posixpath>") and not is_skipped_file(__file__)
+
+
+def user_with_comprehension(xs):
+    return [user_fn(x) for x in xs]
+
+
+def test_user_overrides_change_the_frame_rule():
+    def helper(x):
+        return x * 2
+
+    assert frame_rule(helper) is Rule.COMPILE
+    graphjit.skip(helper)
+    assert frame_rule(helper) is Rule.INTERCEPT
+    graphjit.disable(helper)
+    assert frame_rule(helper) is Rule.CALL
+    clear_overrides()
+    assert frame_rule(helper) is Rule.COMPILE
+
+
+def test_allow_in_graph_is_one_graph_node():
+    def summed(x):
+        return x.sum(0) + 1
+
+    graphjit.allow_in_graph(summed)
+
+    def f(x):
+        return summed(x * 2) - 1
+
+    cnt = CompileCounter()
+    out = graphjit.compile(f, backend=cnt, fullgraph=True)(X)
+    torch.testing.assert_close(out, f(X))
+    targets = [n.target for n in cnt.graphs[0].graph.nodes if n.op == "call_function"]
+    assert summed in targets and len(targets) == 3
+
+
+def inner_cos(x):
+    return torch.cos(x)
+
+
+def test_disable_recursive_compiles_nothing_below():
+    @graphjit.disable
+    def off(x):
+        return inner_cos(x) + 1
+
+    def f(x):
+        return off(x * 2) * 3
+
+    cnt = CompileCounter()
+    torch.testing.assert_close(graphjit.compile(f, backend=cnt)(X), f(X))
+    ops = [{n.target.__name__ for n in gm.graph.nodes if n.op == "call_function"} for gm in cnt.graphs]
+    assert ops == [{"mul"}, {"mul"}]  # inner_cos ran as it is
+    with pytest.raises(graphjit.Unsupported, match="disabled by graphjit.disable"):
+        graphjit.compile(f, backend="eager", fullgraph=True)(X)
+
+
+def test_skip_runs_the_frame_in_python_and_compiles_its_callees():
+    @graphjit.skip
+    def skipped(x):
+        return inner_cos(x) + 1
+
+    def f(x):
+        return skipped(x * 2) * 3
+
+    cnt = CompileCounter()
+    torch.testing.assert_close(graphjit.compile(f, backend=cnt)(X), f(X))
+    ops = [{n.target.__name__ for n in gm.graph.nodes if n.op == "call_function"} for gm in cnt.graphs]
+    assert ops == [{"mul"}, {"cos"}, {"mul"}]
+    assert [s.name for s in graphjit.stats()["skipped_frames"]] == ["test_skip_runs_the_frame_in_python_and_compiles_its_callees.<locals>.skipped"]
+
+
+def test_torch_compiler_disable_is_honoured():
+    @torch.compiler.disable
+    def off(x):
+        return inner_cos(x) + 1
+
+    def f(x):
+        return off(x * 2) * 3
+
+    cnt = CompileCounter()
+    torch.testing.assert_close(graphjit.compile(f, backend=cnt)(X), f(X))
+    assert cnt.frame_count == 2 and all("cos" not in gm.code for gm in cnt.graphs)
+
+
+def test_is_compiling_is_folded_in_traced_code():
+    def f(x):
+        if graphjit.is_compiling() and torch.compiler.is_compiling():
+            return x + 1
+        return x - 1
+
+    torch.testing.assert_close(graphjit.compile(f, backend="eager", fullgraph=True)(X), X + 1)
+    assert not graphjit.is_compiling()
+
+
+def test_partial_of_a_user_function_called_from_eager_code_is_compiled():
+    def scaled(x, k):
+        return torch.sin(x) * k
+
+    def f(x):
+        for _ in range(1):
+            print("eager tail")
+        return functools.partial(scaled, k=2.0)(x)
+
+    cnt = CompileCounter()
+    import contextlib
+    import io
+    with contextlib.redirect_stdout(io.StringIO()):
+        torch.testing.assert_close(graphjit.compile(f, backend=cnt)(X), f(X))
+    assert any("sin" in gm.code for gm in cnt.graphs)
+
+
+def resolve_marker(f):
+    return f
+
+
+def pair(a, b=0):
+    return a + b
+
+
+def golden_source(a, d, items):
+    t = d.get("k", 0) + len(items)
+    r = pair(a, *items) if t else pair(a=a, **d)
+    return [pair(i) for i in items], r
+
+
+def test_intercepted_bytecode_golden():
+    code = intercepted_code(golden_source.__code__, resolve_marker)
+    text = drop_addresses(format_code(code, title="INTERCEPTED golden_source"))
+    text = text.replace(__file__, "<test file>")
+    check_golden("intercepted_bytecode.txt", tidy_lines(text))
+    # and it runs
+    f = types.FunctionType(code, globals())
+    assert f(1, {"k": 1}, [2]) == golden_source(1, {"k": 1}, [2]) == ([2], 3)
+    assert f(1, {}, []) == golden_source(1, {}, []) == ([], 1)
