@@ -41,6 +41,7 @@ from ..variables import (
     TupleVariable,
     UserFunctionVariable,
     VariableTracker,
+    WithExitVariable,
 )
 from ..variables.builtins import call_builtin
 from ..variables.cells import EMPTY
@@ -440,14 +441,27 @@ def _loop_indices(insts) -> frozenset[int]:
     return frozenset(inside)
 
 
-def _in_with_block_only(insts, inst, index_of) -> bool:
-    """Is ``inst`` covered by no handler, or only by a ``with`` block's cleanup?"""
-    entry = inst.exn_tab_entry
-    if entry is None:
-        return True
-    h = index_of[id(entry.target)]
-    return (insts[h].opname == "PUSH_EXC_INFO" and h + 1 < len(insts)
-            and insts[h + 1].opname == "WITH_EXCEPT_START")
+def with_exit_positions(insts, inst, index_of) -> list[int] | None:
+    """The stack positions of the ``__exit__`` of every ``with`` block around ``inst``
+    (innermost first), or ``None`` when a ``try`` handler covers it.  Each block's table
+    entry has the depth below its exit; the ``BEFORE_WITH`` that opened it is covered by
+    the enclosing block's entry, and so on outwards."""
+    positions: list[int] = []
+    while True:
+        entry = inst.exn_tab_entry
+        if entry is None:
+            return positions
+        h = index_of[id(entry.target)]
+        if not (insts[h].opname == "PUSH_EXC_INFO" and h + 1 < len(insts)
+                and insts[h + 1].opname == "WITH_EXCEPT_START"):
+            return None
+        positions.append(entry.depth - 1)
+        k = index_of[id(entry.start)] - 1
+        while k >= 0 and insts[k].opname != "BEFORE_WITH":
+            k -= 1
+        if k < 0:
+            return None
+        inst = insts[k]
 
 
 class InstructionTranslator(TranslatorBase):
@@ -547,7 +561,12 @@ class InstructionTranslator(TranslatorBase):
             return False
         if index in self._loops():
             return False
-        return _in_with_block_only(self.instructions, inst, self.indexof)
+        # inside ``with`` blocks only if they are grad-mode blocks: the instruction runs
+        # outside the block's cleanup, and only their effect (the grad mode) is restored
+        # if it raises; another context manager's ``__exit__`` would be skipped
+        exits = with_exit_positions(self.instructions, inst, self.indexof)
+        return exits is not None and all(
+            0 <= p < len(self.stack) and isinstance(self.stack[p], WithExitVariable) for p in exits)
 
     def _loops(self) -> frozenset[int]:
         loops = _LOOPS.get(id(self.instructions))

@@ -6,7 +6,9 @@ trackers).  In order:
    ``graphjit.skip``, ``torch.compiler.disable``: opaque, a call is a graph break), see
    ``trace_rules.py``;
 1. a graphjit-compiled function called from traced code: its ``__wrapped__`` is inlined;
-2. a bound method of a tensor (``x.add`` kept across a break): the tensor's method;
+2. a bound method of a tensor (``x.add`` kept across a break): the tensor's method; of
+   another object (``lst.append``, ``lock.__exit__``): that object's attribute, guarded by
+   the object and the name, not by the bound method's identity (a new one each time);
 3. torch's API (``torch.relu``, ``F.linear``, ``Tensor.add``, op overloads): a graph call
    (``torch_function``);
 4. a Python bound method: its function bound to its ``self``;
@@ -23,6 +25,7 @@ from typing import Any
 
 import torch
 
+from ..exc import Unsupported
 from ..guards.guard import GuardKind
 from ..trace_rules import Rule, is_stdlib_file, trace_rule
 from ..sources import AttrSource, Source
@@ -81,6 +84,17 @@ def build_callable(tx, value: Any, source: Source | None) -> VariableTracker:
     if is_torch_callable(value):
         _guard(tx, source, GuardKind.ID_MATCH, value)
         return TorchFunctionVariable(value, source=source)
+    if isinstance(value, types.BuiltinMethodType) and owner is not None and \
+            not isinstance(owner, (types.ModuleType, type)):
+        # ``lst.append`` or ``lock.__exit__`` kept across a break: a new object each time,
+        # so not its identity but its object and name decide (the object's method)
+        self_var = VariableTracker.build(tx, owner, _attr(source, "__self__"), realize=True)
+        _guard(tx, _attr(source, "__name__"), GuardKind.CONSTANT_MATCH, value.__name__)
+        try:
+            return self_var.var_getattr(tx, value.__name__)
+        except Unsupported:
+            return OpaqueCallableVariable(value, "method of an object graphjit does not model",
+                                          source=source)
     if isinstance(value, types.MethodType):
         self_var = VariableTracker.build(tx, value.__self__, _attr(source, "__self__"), realize=True)
         if isinstance(self_var, GradModeVariable):  # e.g. no_grad().clone as a decorator's factory
