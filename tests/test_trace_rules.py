@@ -181,3 +181,27 @@ def test_intercepted_bytecode_golden():
     f = types.FunctionType(code, globals())
     assert f(1, {"k": 1}, [2]) == golden_source(1, {"k": 1}, [2]) == ([2], 3)
     assert f(1, {}, []) == golden_source(1, {}, []) == ([], 1)
+
+
+def test_disable_after_first_use_is_followed_by_eager_code():
+    def helper(x):
+        return torch.sin(x) + 1
+
+    def f(x):
+        for _ in range(1):
+            print("eager tail")
+        return helper(x)
+
+    import contextlib
+    import io
+    cnt = CompileCounter()
+    compiled = graphjit.compile(f, backend=cnt)
+    with contextlib.redirect_stdout(io.StringIO()):
+        compiled(X)
+        assert cnt.frame_count == 1          # helper compiled from the eager tail
+        graphjit.disable(helper)             # the world changes: helper must now run as is
+        torch.testing.assert_close(compiled(X), f(X))
+        assert cnt.frame_count == 1          # ... and it did
+        helper.__code__ = (lambda x: torch.cos(x)).__code__  # rules follow code objects:
+        torch.testing.assert_close(compiled(X), torch.cos(X))  # new code, compiled again
+    assert cnt.frame_count == 2

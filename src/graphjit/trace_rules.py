@@ -82,6 +82,19 @@ SKIPPED_PACKAGES = frozenset({
 _code_rules: "weakref.WeakKeyDictionary[types.CodeType, Rule]" = weakref.WeakKeyDictionary()
 _id_rules: dict[int, Rule] = {}
 _frame_cache: dict[types.CodeType, Rule] = {}
+#: caches built on these decisions elsewhere (the resolvers'), emptied when a rule changes
+_dependent_caches: "weakref.WeakSet[Any]" = weakref.WeakSet()
+
+
+def register_dependent_cache(cache: Any) -> None:
+    """``cache.clear()`` is called whenever an override is added or removed."""
+    _dependent_caches.add(cache)
+
+
+def _rules_changed() -> None:
+    _frame_cache.clear()
+    for cache in list(_dependent_caches):
+        cache.clear()
 
 
 def is_compiling() -> bool:
@@ -114,9 +127,9 @@ def is_stdlib_file(filename: str) -> bool:
 
 def _set_rule(fn: Any, rule: Rule) -> None:
     target = fn.__func__ if isinstance(fn, types.MethodType) else fn
+    _rules_changed()
     if isinstance(target, types.FunctionType):
         _code_rules[target.__code__] = rule
-        _frame_cache.pop(target.__code__, None)
         return
     key = id(target)
     _id_rules[key] = rule
@@ -209,7 +222,7 @@ def clear_overrides() -> None:
     """Forget every ``allow_in_graph``/``disable``/``skip`` (tests)."""
     _code_rules.clear()
     _id_rules.clear()
-    _frame_cache.clear()
+    _rules_changed()
 
 
 def forget_frame_decisions() -> None:

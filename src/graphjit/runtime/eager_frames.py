@@ -33,7 +33,7 @@ import torch
 
 from ..bytecode.intercept import intercepted_code
 from ..diagnostics import logs
-from ..trace_rules import Rule, frame_rule, trace_rule
+from ..trace_rules import Rule, frame_rule, register_dependent_cache, trace_rule
 from ..variables.nn_module import is_leaf_module
 from . import stats
 from .convert_frame import TRANSPARENT_CODES
@@ -68,6 +68,8 @@ class Interceptor:
         self._compiled_for, self._nested_for = compiled_for, nested_for
         self._module_call_for, self._method_for = module_call_for, method_for
         self._copies: dict[types.FunctionType, tuple] = {}
+        self._caches = _Caches()
+        register_dependent_cache(self._caches)  # a new graphjit.disable/skip empties them
         self.resolve = self._make_resolver()
 
     def __repr__(self) -> str:
@@ -75,9 +77,11 @@ class Interceptor:
 
     # -- intercepted copies ----------------------------------------------------------------
     def eager(self, fn: types.FunctionType) -> types.FunctionType:
-        """``fn`` with its calls intercepted (same globals, defaults, closure and name)."""
+        """``fn`` with its calls intercepted (same globals, defaults, closure and name;
+        made again when the function's code or defaults are replaced)."""
         cached = self._copies.get(fn)
-        if cached is not None and cached[1] is fn.__defaults__ and cached[2] is fn.__kwdefaults__:
+        if cached is not None and cached[1] is fn.__defaults__ and cached[2] is fn.__kwdefaults__ \
+                and cached[3] is fn.__code__:
             return cached[0]
         code = intercepted_code(fn.__code__, self.resolve)
         copy = types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
@@ -86,17 +90,14 @@ class Interceptor:
         copy.__dict__.update(fn.__dict__)
         copy.__wrapped_eager__ = fn
         if not _is_nested(fn):  # (nested ones are new objects each time: not kept)
-            self._copies[fn] = (copy, fn.__defaults__, fn.__kwdefaults__)
+            self._copies[fn] = (copy, fn.__defaults__, fn.__kwdefaults__, fn.__code__)
         return copy
 
     # -- the resolver ------------------------------------------------------------------------
     def _make_resolver(self) -> Callable[[Any], Any]:
-        fn_cache: dict[types.FunctionType, Any] = {}
-        nested_cache: dict[types.CodeType, Any] = {}
-        type_cache: dict[type, int] = {}
-        module_cache: dict[int, Any] = {}
-        method_cache: dict[tuple[int, types.FunctionType], Any] = {}
-        seen_user_rules: set[types.CodeType] = set()
+        c = self._caches
+        fn_cache, nested_cache, type_cache = c.fn_cache, c.nested_cache, c.type_cache
+        module_cache, method_cache, seen_user_rules = c.module_cache, c.method_cache, c.seen_user_rules
         FunctionType, MethodType, Module = types.FunctionType, types.MethodType, torch.nn.Module
         direct = _DIRECT_TYPES
 
@@ -181,6 +182,22 @@ class Interceptor:
             return for_object(f, t)
 
         return resolve
+
+
+class _Caches:
+    """The resolver's decisions (per function, code object, type, module instance)."""
+
+    def __init__(self) -> None:
+        self.fn_cache: dict[types.FunctionType, Any] = {}
+        self.nested_cache: dict[types.CodeType, Any] = {}
+        self.type_cache: dict[type, int] = {}
+        self.module_cache: dict[int, Any] = {}
+        self.method_cache: dict[tuple[int, types.FunctionType], Any] = {}
+        self.seen_user_rules: set[types.CodeType] = set()
+
+    def clear(self) -> None:
+        for cache in vars(self).values():
+            cache.clear()
 
 
 def _type_kind(t: type) -> int:
