@@ -15,6 +15,7 @@ from ..variables import (
     WithExitVariable,
 )
 from ..variables.dicts import items_of
+from ..variables.objects import enter_context
 
 
 class ControlHandlers:
@@ -171,8 +172,10 @@ class ControlHandlers:
     def BEFORE_WITH(self, inst) -> None:
         ctx = self.pop()
         if not isinstance(ctx, GradModeVariable):
-            raise unsupported("unsupported context manager", f"with {ctx!r}",
-                              "Only torch.no_grad() and torch.enable_grad() are traced so far.")
+            exit_fn, result = enter_context(self, ctx)
+            self.push(exit_fn)
+            self.push(result)
+            return
         self.push(WithExitVariable(ctx))
         self.push(ctx.enter(self))
 

@@ -533,9 +533,7 @@ class InstructionTranslator(TranslatorBase):
             reason.add_frame(self.user_frame())
             if self.can_resume_at(index):
                 self.speculation[k] = Speculation("resume", reason)
-            elif self.fullgraph:
-                raise reason from None
-            else:
+            else:  # (also under fullgraph: the user's exception is not a graph break)
                 self.record_step_break(k, reason)
             raise RestartAnalysis() from None
         except Unsupported as e:

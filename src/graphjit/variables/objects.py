@@ -524,5 +524,30 @@ def _build_module(tx, value, source):
     return PythonModuleVariable(value, source=source)
 
 
+def enter_context(tx, ctx: VariableTracker) -> tuple[VariableTracker, VariableTracker]:
+    """``BEFORE_WITH`` on an instance of a Python class: ``(bound __exit__, __enter__())``,
+    both found on the type as CPython's special-method lookup does (an instance attribute
+    named ``__enter__`` does not count), with CPython's errors when one is missing."""
+    if not isinstance(ctx, UserObjectVariable):
+        raise unsupported("unsupported context manager", f"with {ctx!r}",
+                          "Context managers of Python classes and torch's grad modes are traced.")
+    cls = ctx.python_type()
+    found_enter = proto.lookup_type(tx, cls, "__enter__")
+    if found_enter is None:
+        raise observed(TypeError, f"'{cls.__qualname__}' object does not support the context "
+                                  f"manager protocol")
+    found_exit = proto.lookup_type(tx, cls, "__exit__")
+    if found_exit is None:
+        raise observed(TypeError, f"'{cls.__qualname__}' object does not support the context "
+                                  f"manager protocol (missed __exit__ method)")
+    for name, found in (("__enter__", found_enter), ("__exit__", found_exit)):
+        if found.var is None and not isinstance(found.raw, types.FunctionType):
+            raise unsupported("context manager with a C-level method",
+                              f"{cls.__qualname__}.{name} ({type(found.raw).__name__})")
+    exit_fn = proto.class_attr_get(tx, ctx, "__exit__", found_exit)
+    enter_fn = proto.class_attr_get(tx, ctx, "__enter__", found_enter)
+    return exit_fn, enter_fn.call_function(tx, [], {})
+
+
 __all__ = ["UserObjectVariable", "InstanceDictVariable", "ClassVariable", "SuperVariable",
-           "PythonModuleVariable", "MethodVariable", "new_object", "instantiate"]
+           "PythonModuleVariable", "MethodVariable", "new_object", "instantiate", "enter_context"]
