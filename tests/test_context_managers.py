@@ -176,3 +176,48 @@ def test_c_level_manager_breaks_cleanly():
         return y
     cnt = check_same(f, X)
     assert cnt.frame_count >= 2 and not LOCK.locked()
+
+
+# -- contextlib: its Python code is inlined --------------------------------------------
+
+import contextlib  # noqa: E402
+
+
+@contextlib.contextmanager
+def scope(name):
+    LOG.append(("in", name))
+    try:
+        yield name * 2
+    finally:
+        LOG.append(("out", name))
+
+
+def test_contextmanager_generator_is_traced():
+    def f(x):
+        with scope(3) as v:
+            y = x * v
+        return y + 1
+    same_with_log(f, X, graphs=1)
+
+
+def test_nullcontext_and_suppress_are_traced():
+    def f(x):
+        with contextlib.nullcontext(5) as v:
+            y = x * v
+        with contextlib.suppress(KeyError):
+            y = y + 1
+            raise KeyError("x")
+        return y
+    assert check_same(f, X, fullgraph=True).frame_count == 1
+
+
+def test_exception_thrown_into_a_contextmanager_generator_is_a_clean_break():
+    def f(x):
+        try:
+            with scope(2):
+                raise ValueError("v")
+        except ValueError:
+            return x - 1
+    same_with_log(f, X, graphs=0, fullgraph=False)  # generator.throw: runs in Python
+    with pytest.raises(graphjit.Unsupported, match="throw"):
+        graphjit.compile(f, backend="eager", fullgraph=True)(X)

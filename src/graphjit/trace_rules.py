@@ -119,10 +119,17 @@ def is_skipped_file(filename: str) -> bool:
     return path.startswith(_STDLIB_DIRS)
 
 
+#: Standard-library modules whose Python code traced code inlines like user code (plain
+#: Python over objects graphjit models: context-manager helpers)
+INLINED_STDLIB = frozenset({"contextlib.py"})
+
+
 def is_stdlib_file(filename: str) -> bool:
-    """Part of the standard library on disk?  (Traced code inlines the frozen modules,
-    ``_collections_abc``'s ``Mapping.get`` for example; eager code calls them as they are.)"""
-    return filename.startswith(_STDLIB_DIRS) and "-packages" not in filename
+    """Part of the standard library on disk, other than :data:`INLINED_STDLIB`?  (Traced
+    code also inlines the frozen modules, ``_collections_abc``'s ``Mapping.get`` for
+    example; eager code calls all of them as they are.)"""
+    return filename.startswith(_STDLIB_DIRS) and "-packages" not in filename and \
+        os.path.basename(filename) not in INLINED_STDLIB
 
 
 def _set_rule(fn: Any, rule: Rule) -> None:
