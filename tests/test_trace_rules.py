@@ -205,3 +205,23 @@ def test_disable_after_first_use_is_followed_by_eager_code():
         helper.__code__ = (lambda x: torch.cos(x)).__code__  # rules follow code objects:
         torch.testing.assert_close(compiled(X), torch.cos(X))  # new code, compiled again
     assert cnt.frame_count == 2
+
+
+def test_a_failing_interception_runs_the_function_as_it_is(monkeypatch, caplog):
+    import graphjit.runtime.eager_frames as ef
+
+    def broken(code, resolver):
+        raise RuntimeError("simulated graphjit bug")
+
+    monkeypatch.setattr(ef, "intercepted_code", broken)
+
+    def f(x):
+        for _ in range(1):
+            print("eager")
+        return inner_cos(x)
+
+    import contextlib
+    import io
+    with contextlib.redirect_stdout(io.StringIO()):
+        torch.testing.assert_close(graphjit.compile(f, backend="eager")(X), f(X))
+    assert "could not intercept the calls of" in caplog.text

@@ -19,8 +19,11 @@ torch API (``torch.*``, ``F.*``,         graph node          called as it is
 ``is_compiling()`` (torch, Dynamo,       ``True``            called (``False``)
 graphjit)
 TorchDynamo internals                    opaque (break)      called as it is
-standard library, torch internals,       opaque (stdlib) /   called as it is
-graphjit, :data:`SKIPPED_PACKAGES`       inlined (torch)
+standard library, torch internals,       opaque (stdlib;     called as it is
+graphjit, :data:`SKIPPED_PACKAGES`       frozen modules and
+                                         ``contextlib``
+                                         inlined) / inlined
+                                         (torch)
 comprehensions, generator expressions    inlined             rewritten with the caller
 generator functions                      inlined             intercepted copy (the
                                                              generator's calls compiled)

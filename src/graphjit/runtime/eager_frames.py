@@ -25,6 +25,7 @@ function, refreshed when its defaults or closure change.
 from __future__ import annotations
 
 import functools
+import logging
 import types
 import weakref
 from typing import Any, Callable
@@ -37,6 +38,8 @@ from ..trace_rules import Rule, frame_rule, register_dependent_cache, trace_rule
 from ..variables.nn_module import is_leaf_module
 from . import stats
 from .convert_frame import TRANSPARENT_CODES
+
+log = logging.getLogger("graphjit")
 
 _DIRECT_TYPES = frozenset({
     types.BuiltinFunctionType, types.MethodDescriptorType, types.WrapperDescriptorType,
@@ -83,7 +86,13 @@ class Interceptor:
         if cached is not None and cached[1] is fn.__defaults__ and cached[2] is fn.__kwdefaults__ \
                 and cached[3] is fn.__code__:
             return cached[0]
-        code = intercepted_code(fn.__code__, self.resolve)
+        try:
+            code = intercepted_code(fn.__code__, self.resolve)
+        except Exception:  # a graphjit bug must not stop the user's program: run it as is
+            log.exception("graphjit could not intercept the calls of %s; it runs as it is",
+                          fn.__qualname__)
+            self._copies[fn] = (fn, fn.__defaults__, fn.__kwdefaults__, fn.__code__)
+            return fn
         copy = types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
         copy.__kwdefaults__ = fn.__kwdefaults__
         copy.__qualname__ = fn.__qualname__
