@@ -225,3 +225,47 @@ def test_a_failing_interception_runs_the_function_as_it_is(monkeypatch, caplog):
     with contextlib.redirect_stdout(io.StringIO()):
         torch.testing.assert_close(graphjit.compile(f, backend="eager")(X), f(X))
     assert "could not intercept the calls of" in caplog.text
+
+
+def _all_codes(module):
+    out, todo = [], [v.__code__ for v in vars(module).values() if isinstance(v, types.FunctionType)]
+    for cls in (v for v in vars(module).values() if isinstance(v, type)):
+        todo += [f.__code__ for f in vars(cls).values() if isinstance(f, types.FunctionType)]
+    while todo:
+        code = todo.pop()
+        out.append(code)
+        todo += [c for c in code.co_consts if isinstance(c, types.CodeType)]
+    return out
+
+
+@pytest.mark.parametrize("modname", ["json.encoder", "textwrap", "collections", "typing",
+                                     "torch.nn.modules.module", "torch.nn.functional"])
+def test_every_code_object_of_a_module_can_be_intercepted(modname):
+    import importlib
+    module = importlib.import_module(modname)
+    codes = _all_codes(module)
+    assert len(codes) > 10
+    for code in codes:
+        new = intercepted_code(code, resolve_marker)
+        assert new.co_stacksize >= code.co_stacksize
+
+
+def test_intercepted_stdlib_functions_behave_as_eager():
+    import json
+    import textwrap
+    seen = []
+
+    def resolve(f):
+        seen.append(f)
+        return f
+
+    def copy(fn):
+        return types.FunctionType(intercepted_code(fn.__code__, resolve), fn.__globals__,
+                                  fn.__name__, fn.__defaults__, fn.__closure__)
+
+    text = "    a\n      b\n    c"
+    assert copy(textwrap.dedent)(text) == textwrap.dedent(text)
+    enc = json.JSONEncoder(indent=2, sort_keys=True)
+    data = {"b": [1, 2.5, None, True], "a": {"x": "y"}}
+    assert "".join(copy(json.JSONEncoder.iterencode)(enc, data)) == json.dumps(data, indent=2, sort_keys=True)
+    assert seen  # calls went through the resolver
