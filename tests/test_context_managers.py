@@ -221,3 +221,23 @@ def test_exception_thrown_into_a_contextmanager_generator_is_a_clean_break():
     same_with_log(f, X, graphs=0, fullgraph=False)  # generator.throw: runs in Python
     with pytest.raises(graphjit.Unsupported, match="throw"):
         graphjit.compile(f, backend="eager", fullgraph=True)(X)
+
+
+def test_manager_methods_replaced_on_the_class_between_calls():
+    class Scaled:
+        def __enter__(self):
+            return 2.0
+
+        def __exit__(self, *exc):
+            return False
+
+    def f(x):
+        with Scaled() as k:
+            return x * k
+
+    compiled = graphjit.compile(f, backend="aot_eager", fullgraph=True)
+    torch.testing.assert_close(compiled(X), X * 2.0)
+    Scaled.__enter__ = lambda self: 5.0          # the world changes: guarded, recompiles
+    torch.testing.assert_close(compiled(X), X * 5.0)
+    Scaled.__exit__ = lambda self, *exc: True    # now suppresses: same result, new entry
+    torch.testing.assert_close(compiled(X), f(X))

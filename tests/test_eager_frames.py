@@ -455,3 +455,22 @@ def test_import_of_a_module_not_yet_imported_is_a_clean_break():
         compiled(X)
     reasons = [r.reason for r in graphjit.stats()["break_reasons"]]
     assert any("not yet imported" in r for r in reasons), reasons
+
+
+def test_a_pass_through_frame_is_traced_again_when_another_path_reaches_tensors():
+    calls = []
+
+    def maybe(x, use_tensor):
+        calls.append(use_tensor)
+        if use_tensor:
+            return level3(x)
+        return None
+
+    graphs, recording = recorder("aot_eager")
+    compiled = graphjit.compile(maybe, backend=recording)
+    assert compiled(X, False) is None
+    assert graphs == []                       # nothing to compile: a pass-through entry
+    torch.testing.assert_close(compiled(X, True), level3(X))
+    assert len(graphs) == 1                   # the guard failed: traced again, compiled
+    assert compiled(X, False) is None and len(graphs) == 1
+    assert calls == [False, True, False]
