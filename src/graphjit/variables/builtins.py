@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import builtins
 import collections
+import functools
 import operator
 import types
 from typing import Any, Callable
@@ -19,6 +20,7 @@ from typing import Any, Callable
 from ..exc import ObservedException, observed, unsupported
 from ..guards.guard import GuardKind
 from ..polyfills import builtins as poly
+from ..polyfills import functools as poly_functools
 from . import object_protocol as proto
 from .base import VariableTracker, call_python, check_constant_args
 from .constant import ConstantVariable
@@ -342,15 +344,42 @@ def _next(tx, args, kwargs):
 
 @register(sorted)
 def _sorted(tx, args, kwargs):
-    if len(args) != 1 or set(kwargs) - {"reverse"}:
+    """``sorted(items, key=..., reverse=...)`` over items (or keys, computed by tracing the
+    key function on each item in order, as CPython calls it) known at trace time; stable."""
+    if len(args) != 1 or set(kwargs) - {"reverse", "key"}:
         return None
     items = args[0].unpack(tx)
-    if not all(i.is_python_constant() for i in items):
+    key = kwargs.get("key")
+    if key is not None and not (key.is_python_constant() and key.as_python_constant() is None):
+        keys = [key.call_function(tx, [i], {}) for i in items]
+    else:
+        keys = items
+    if not all(k.is_python_constant() for k in keys):
         return None
     reverse = kwargs["reverse"].as_python_constant() if "reverse" in kwargs else False
-    keyed = [(i.as_python_constant(), n) for n, i in enumerate(items)]
+    keyed = [(k.as_python_constant(), n) for n, k in enumerate(keys)]
     order = call_python("sorted", sorted, keyed, key=lambda p: p[0], reverse=reverse)
     return ListVariable([items[n] for _, n in order])
+
+
+@register(functools.reduce)
+def _reduce(tx, args, kwargs):
+    return tx.inline_polyfill(poly_functools.reduce, list(args), kwargs)
+
+
+@register(tuple.__new__)
+def _tuple_new(tx, args, kwargs):
+    """``tuple.__new__(cls, iterable)``: what a namedtuple's generated ``__new__`` calls."""
+    if len(args) not in (1, 2) or kwargs or not args[0].is_python_constant():
+        return None
+    cls = args[0].as_python_constant()
+    if not (isinstance(cls, type) and issubclass(cls, tuple)) or \
+            proto.type_attr_raw(cls, "__init__") is not object.__init__:
+        return None
+    if cls is not tuple and not hasattr(cls, "_fields"):
+        return None  # another tuple subclass: its own attributes are not modelled
+    items = args[1].unpack(tx) if len(args) == 2 else []
+    return TupleVariable(items, namedtuple_cls=None if cls is tuple else cls)
 
 
 @register(slice)
