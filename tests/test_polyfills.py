@@ -75,3 +75,44 @@ def test_namedtuple_wrong_arity_raises_eagers_error(bad):
     def f(x, args):
         return Pair(*args), x
     check_same(f, X, bad)
+
+
+# -- functools.partial -------------------------------------------------------------------
+
+ACT = functools.partial(torch.nn.functional.gelu, approximate="tanh")
+
+
+def test_partial_made_and_called_in_the_graph():
+    def f(x):
+        add2 = functools.partial(torch.add, alpha=2)
+        return ACT(x) + add2(x, x) + functools.partial(functools.partial(torch.mul, x), 3)()
+    assert check_same(f, X, fullgraph=True).frame_count == 1
+
+
+def test_partial_escaping_is_one_object_with_its_parts():
+    from graphjit import compile as gj_compile
+
+    def f(x):
+        p = functools.partial(torch.mul, x, 2)
+        return p, p
+    check_same(f, X, fullgraph=True)
+    a, b = gj_compile(f, backend="eager")(X)
+    assert a is b and a.args[1] == 2 and a.func is torch.mul
+
+
+def test_existing_partial_argument_recompiles_when_its_parts_change():
+    from graphjit import compile as gj_compile
+    from graphjit.testing import CompileCounter
+
+    def f(x, fn):
+        return fn(x) * 2
+
+    cnt = CompileCounter()
+    compiled = gj_compile(f, backend=cnt, fullgraph=True)
+    for fn in (functools.partial(torch.clamp, min=0.0), functools.partial(torch.clamp, min=0.5),
+               functools.partial(torch.clamp, max=0.1), functools.partial(torch.mul, 3.0)):
+        torch.testing.assert_close(compiled(X, fn), f(X, fn))
+    assert cnt.frame_count == 4
+    again = functools.partial(torch.clamp, min=0.0)
+    torch.testing.assert_close(compiled(X, again), f(X, again))
+    assert cnt.frame_count == 4  # the first entry serves an equal partial

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import io
 from typing import Any, Callable
 
@@ -55,6 +56,11 @@ def assert_equal(actual: Any, expected: Any, path: str = "result") -> None:
         assert type(actual) is type(expected) and actual.keys() == expected.keys(), path
         for k in expected:
             assert_equal(actual[k], expected[k], f"{path}[{k!r}]")
+    elif type(expected) is functools.partial:  # compared by parts (== is identity)
+        assert type(actual) is functools.partial, f"{path}: {type(actual)} != partial"
+        assert_equal(actual.func, expected.func, f"{path}.func")
+        assert_equal(actual.args, expected.args, f"{path}.args")
+        assert_equal(actual.keywords, expected.keywords, f"{path}.keywords")
     else:
         assert type(actual) is type(expected), f"{path}: {type(actual)} != {type(expected)}"
         if isinstance(expected, float) and expected != expected:

@@ -30,6 +30,7 @@ from .cells import CellVariable
 from .functions import (
     NestedUserFunctionVariable,
     OpaqueCallableVariable,
+    PartialVariable,
     UserFunctionVariable,
     UserMethodVariable,
 )

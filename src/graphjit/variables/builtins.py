@@ -26,7 +26,7 @@ from .base import VariableTracker, call_python, check_constant_args
 from .constant import ConstantVariable
 from .dicts import DictVariable, DictViewVariable, items_of
 from .exceptions import ExceptionVariable
-from .functions import UserFunctionVariable, UserMethodVariable
+from .functions import PartialVariable, UserFunctionVariable, UserMethodVariable
 from .iterators import EnumerateVariable, IteratorVariable, ListIteratorVariable, ZipVariable, make_iterator
 from .objects import ClassVariable, SuperVariable, UserObjectVariable, new_object
 from .operators import binary_op, contains
@@ -360,6 +360,18 @@ def _sorted(tx, args, kwargs):
     keyed = [(k.as_python_constant(), n) for n, k in enumerate(keys)]
     order = call_python("sorted", sorted, keyed, key=lambda p: p[0], reverse=reverse)
     return ListVariable([items[n] for _, n in order])
+
+
+@register(functools.partial)
+def _partial(tx, args, kwargs):
+    """``functools.partial(func, *args, **keywords)``: a nested partial is flattened, as
+    CPython's constructor does."""
+    if not args:
+        raise observed(TypeError, "type 'partial' takes at least one argument")
+    func, rest = args[0], list(args[1:])
+    if isinstance(func, PartialVariable) and func.source is None:
+        return PartialVariable(func.func, [*func.args, *rest], {**func.keywords, **kwargs})
+    return PartialVariable(func, rest, dict(kwargs))
 
 
 @register(functools.reduce)

@@ -9,12 +9,17 @@ is read: each default through ``f.__defaults__[i]``, keyword defaults through
 
 from __future__ import annotations
 
+import functools
 import types
 from typing import Any
 
 from ..exc import observed, unsupported
+from ..guards.guard import GuardKind
 from ..sources import AttrSource, ConstSource, GetItemSource
-from .base import AttributeMutationNew, VariableTracker
+from .base import AttributeMutationNew, ValueMutationNew, VariableTracker, register_builder
+from .constant import ConstantVariable
+from .dicts import DictVariable
+from .sequences import TupleVariable
 
 
 def _qualname(fn: Any) -> str:
@@ -248,3 +253,69 @@ class NoOpFunctionVariable(VariableTracker):
 
     def call_function(self, tx, args, kwargs) -> VariableTracker:
         return VariableTracker.build(tx, None)
+
+
+class PartialVariable(VariableTracker):
+    """A ``functools.partial``: calling it calls ``func`` with the stored arguments first
+    and the stored keywords overridden by the call's.  One made in the trace is rebuilt
+    (once) with ``functools.partial(func, *args, **keywords)`` if it escapes; one that
+    existed is read through its ``func``/``args``/``keywords``, each guarded as used."""
+
+    def __init__(self, func: VariableTracker, args: list, keywords: dict, **kwargs) -> None:
+        if kwargs.get("source") is None:
+            kwargs.setdefault("mutation_type", ValueMutationNew())
+        super().__init__(**kwargs)
+        self.func, self.args, self.keywords = func, list(args), dict(keywords)
+
+    def _repr_body(self) -> str:
+        return f"partial({self.func!r}, {len(self.args)} args, {sorted(self.keywords)})"
+
+    def python_type(self) -> type:
+        return functools.partial
+
+    def identity(self):
+        return self
+
+    def children(self) -> list[VariableTracker]:
+        return [self.func, *self.args, *self.keywords.values()]
+
+    def call_function(self, tx, args, kwargs) -> VariableTracker:
+        return self.func.call_function(tx, [*self.args, *args], {**self.keywords, **kwargs})
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        if name == "func":
+            return self.func
+        if name == "args":
+            return TupleVariable(self.args)
+        if name == "keywords":
+            return DictVariable({ConstantVariable(k): v for k, v in self.keywords.items()})
+        raise unsupported("partial attribute", f"partial.{name}")
+
+    def reconstruct(self, cg) -> None:
+        if self.source is not None:
+            cg.extend(self.source.reconstruct())
+            return
+        cg.push_null()
+        cg.load_const(functools.partial)
+        cg.reconstruct(self.func)
+        for arg in self.args:
+            cg.reconstruct(arg)
+        for value in self.keywords.values():
+            cg.reconstruct(value)
+        cg.call(1 + len(self.args) + len(self.keywords), tuple(self.keywords))
+
+
+@register_builder(functools.partial, exact=True)
+def _build_partial(tx, value: functools.partial, source):
+    """An existing partial: its parts read through ``.func``/``.args``/``.keywords`` (the
+    argument count and keyword names guarded)."""
+    if source is None or value.__dict__:
+        raise unsupported("partial object", "a partial without a source, or with attributes")
+    tx.output.add_guard(source, GuardKind.TYPE_MATCH, functools.partial)
+    args_src, kw_src = AttrSource(source, "args"), AttrSource(source, "keywords")
+    tx.output.add_guard(args_src, GuardKind.LENGTH_CHECK, value.args)
+    tx.output.add_guard(kw_src, GuardKind.DICT_KEYS, value.keywords)
+    func = VariableTracker.build(tx, value.func, AttrSource(source, "func"))
+    args = [VariableTracker.build(tx, a, GetItemSource(args_src, i)) for i, a in enumerate(value.args)]
+    keywords = {k: VariableTracker.build(tx, v, GetItemSource(kw_src, k)) for k, v in value.keywords.items()}
+    return PartialVariable(func, args, keywords, source=source)
