@@ -116,3 +116,41 @@ def test_existing_partial_argument_recompiles_when_its_parts_change():
     again = functools.partial(torch.clamp, min=0.0)
     torch.testing.assert_close(compiled(X, again), f(X, again))
     assert cnt.frame_count == 4  # the first entry serves an equal partial
+
+
+# -- map, filter, itertools.chain: lazy iterators with eager's types ------------------------
+
+import itertools  # noqa: E402
+
+
+def test_map_filter_chain_interleave_with_the_loop_body():
+    def f(x, log):
+        total = x
+        for v in map(lambda t: (log.append("map"), t * 2)[1], [x, x + 1]):
+            log.append("body")
+            total = total + v
+        odd = list(filter(lambda v: (log.append(v), v % 2)[1], range(5)))
+        both = list(map(lambda a, b: a + b, [1, 2, 3], (10, 20)))  # shortest wins
+        return total, odd, both, list(filter(None, [0, 1, "", "a"])), list(itertools.chain([1], (2,), "ab"))
+    assert check_same(f, X, [], fullgraph=True).frame_count == 1
+
+
+def test_escaping_map_filter_chain_keep_their_types_and_remaining_items():
+    from graphjit import compile as gj_compile
+
+    def f(x):
+        m = map(lambda v: v * 2, [1, 2, 3])
+        first = next(m)
+        return x * first, m, filter(None, [0, 1, 2]), itertools.chain([x], [first])
+
+    out, expected = gj_compile(f, backend="eager")(X), f(X)
+    assert [type(o) for o in out] == [type(o) for o in expected] == [torch.Tensor, map, filter, itertools.chain]
+    assert list(out[1]) == list(expected[1]) == [4, 6]
+    assert list(out[2]) == list(expected[2])
+    torch.testing.assert_close(list(out[3])[0], list(expected[3])[0])
+
+
+def test_filter_on_a_tensor_condition_breaks_cleanly():
+    def f(x):
+        return [t for t in filter(lambda t: t.sum() > 0, [x, -x])]
+    check_same(f, X)

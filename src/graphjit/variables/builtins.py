@@ -13,6 +13,7 @@ from __future__ import annotations
 import builtins
 import collections
 import functools
+import itertools
 import operator
 import types
 from typing import Any, Callable
@@ -27,7 +28,16 @@ from .constant import ConstantVariable
 from .dicts import DictVariable, DictViewVariable, items_of
 from .exceptions import ExceptionVariable
 from .functions import PartialVariable, UserFunctionVariable, UserMethodVariable
-from .iterators import EnumerateVariable, IteratorVariable, ListIteratorVariable, ZipVariable, make_iterator
+from .iterators import (
+    ChainVariable,
+    EnumerateVariable,
+    FilterVariable,
+    IteratorVariable,
+    ListIteratorVariable,
+    MapVariable,
+    ZipVariable,
+    make_iterator,
+)
 from .objects import ClassVariable, SuperVariable, UserObjectVariable, new_object
 from .operators import binary_op, contains
 from .sequences import BaseSequenceVariable, ListVariable, SliceVariable, TupleVariable
@@ -313,6 +323,27 @@ def _zip(tx, args, kwargs):
     if kwargs:
         return None
     return ZipVariable([make_iterator(tx, a) for a in args], bool(strict))
+
+
+@register(map)
+def _map(tx, args, kwargs):
+    if len(args) < 2 or kwargs:
+        return None
+    return MapVariable(args[0], [make_iterator(tx, a) for a in args[1:]])
+
+
+@register(filter)
+def _filter(tx, args, kwargs):
+    if len(args) != 2 or kwargs:
+        return None
+    return FilterVariable(args[0], make_iterator(tx, args[1]))
+
+
+@register(itertools.chain)
+def _chain(tx, args, kwargs):
+    if kwargs:
+        return None
+    return ChainVariable(list(args))
 
 
 @register(reversed)

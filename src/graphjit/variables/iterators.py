@@ -9,6 +9,8 @@ snapshot of the items taken when the iterator was made."""
 
 from __future__ import annotations
 
+import itertools
+
 import types
 
 from ..exc import observed, unsupported
@@ -174,6 +176,110 @@ class EnumerateVariable(IteratorVariable):
         cg.reconstruct(self.iterator)
         cg.load_const(self.count)
         cg.call(2)
+
+
+class MapVariable(IteratorVariable):
+    """``map(fn, *iterators)``: lazy, one call of ``fn`` per step, in CPython's order."""
+
+    def __init__(self, fn: VariableTracker, iterators: list[IteratorVariable], **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.fn, self.iterators = fn, iterators
+
+    def _repr_body(self) -> str:
+        return f"{self.fn!r} over {len(self.iterators)}"
+
+    def python_type(self) -> type:
+        return map
+
+    def children(self) -> list[VariableTracker]:
+        return [self.fn, *self.iterators]
+
+    def next_item(self, tx) -> VariableTracker | None:
+        items = []
+        for it in self.iterators:
+            item = it.next_item(tx)
+            if item is None:
+                return None
+            items.append(item)
+        return self.fn.call_function(tx, items, {})
+
+    def reconstruct(self, cg) -> None:
+        cg.push_null()
+        cg.load_const(map)
+        cg.reconstruct(self.fn)
+        for it in self.iterators:
+            cg.reconstruct(it)
+        cg.call(1 + len(self.iterators))
+
+
+class FilterVariable(IteratorVariable):
+    """``filter(fn, iterator)`` (``fn`` None: the items' own truth); lazy."""
+
+    def __init__(self, fn: VariableTracker, iterator: IteratorVariable, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.fn, self.iterator = fn, iterator
+
+    def _repr_body(self) -> str:
+        return f"{self.fn!r} over {self.iterator!r}"
+
+    def python_type(self) -> type:
+        return filter
+
+    def children(self) -> list[VariableTracker]:
+        return [self.fn, self.iterator]
+
+    def next_item(self, tx) -> VariableTracker | None:
+        keep_all = self.fn.is_python_constant() and self.fn.as_python_constant() is None
+        while True:
+            item = self.iterator.next_item(tx)
+            if item is None:
+                return None
+            test = item if keep_all else self.fn.call_function(tx, [item], {})
+            if test.truthiness(tx):
+                return item
+
+    def reconstruct(self, cg) -> None:
+        cg.push_null()
+        cg.load_const(filter)
+        cg.reconstruct(self.fn)
+        cg.reconstruct(self.iterator)
+        cg.call(2)
+
+
+class ChainVariable(IteratorVariable):
+    """``itertools.chain(*iterables)``: each iterable made an iterator when reached."""
+
+    def __init__(self, pending: list[VariableTracker], **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.pending, self.current = list(pending), None
+
+    def _repr_body(self) -> str:
+        return f"{len(self.pending)} pending"
+
+    def python_type(self) -> type:
+        return itertools.chain
+
+    def children(self) -> list[VariableTracker]:
+        return [*([self.current] if self.current is not None else []), *self.pending]
+
+    def next_item(self, tx) -> VariableTracker | None:
+        while True:
+            if self.current is None:
+                if not self.pending:
+                    return None
+                self.current = make_iterator(tx, self.pending.pop(0))
+            item = self.current.next_item(tx)
+            if item is not None:
+                return item
+            self.current = None
+
+    def reconstruct(self, cg) -> None:
+        cg.push_null()
+        cg.load_const(itertools.chain)
+        parts = self.children()
+        for part in parts:
+            cg.reconstruct(part)
+        cg.call(len(parts))
 
 
 def make_iterator(tx, value: VariableTracker) -> VariableTracker:
