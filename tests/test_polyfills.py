@@ -154,3 +154,24 @@ def test_filter_on_a_tensor_condition_breaks_cleanly():
     def f(x):
         return [t for t in filter(lambda t: t.sum() > 0, [x, -x])]
     check_same(f, X)
+
+
+def test_deque_construction_with_maxlen():
+    import collections as _c
+
+    def f(x):
+        d = _c.deque([1, 2, 3], maxlen=2)
+        d.append(4)
+        e = _c.deque(maxlen=0)
+        e.append(1)
+        return x * d[0], d, list(e), _c.deque((x, x + 1))
+    assert check_same(f, X, fullgraph=True).frame_count == 1
+
+
+@pytest.mark.parametrize("maxlen", [-1, 1.5])
+def test_deque_bad_maxlen_raises_eagers_error(maxlen):
+    import collections as _c
+
+    def f(x, n):
+        return _c.deque([1], maxlen=n), x
+    check_same(f, X, maxlen)

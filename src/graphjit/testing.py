@@ -8,6 +8,7 @@ message).  It returns the :class:`CompileCounter` so tests can assert graph coun
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import copy
 import functools
@@ -47,8 +48,10 @@ def assert_equal(actual: Any, expected: Any, path: str = "result") -> None:
         assert actual.requires_grad == expected.requires_grad, f"{path}: requires_grad differs"
         torch.testing.assert_close(actual, expected, rtol=1e-5, atol=1e-6, equal_nan=True,
                                    msg=lambda m: f"{path}: {m}")
-    elif isinstance(expected, (tuple, list)):
+    elif isinstance(expected, (tuple, list, collections.deque)):
         assert type(actual) is type(expected), f"{path}: {type(actual)} != {type(expected)}"
+        if isinstance(expected, collections.deque):
+            assert actual.maxlen == expected.maxlen, f"{path}: maxlen {actual.maxlen} != {expected.maxlen}"
         assert len(actual) == len(expected), f"{path}: length {len(actual)} != {len(expected)}"
         for i, (a, e) in enumerate(zip(actual, expected)):
             assert_equal(a, e, f"{path}[{i}]")

@@ -40,7 +40,7 @@ from .iterators import (
 )
 from .objects import ClassVariable, SuperVariable, UserObjectVariable, new_object
 from .operators import binary_op, contains
-from .sequences import BaseSequenceVariable, ListVariable, SliceVariable, TupleVariable
+from .sequences import BaseSequenceVariable, DequeVariable, ListVariable, SliceVariable, TupleVariable
 from .sets import SetVariable, other_keys
 
 _HANDLERS: dict[Any, Callable] = {}
@@ -323,6 +323,26 @@ def _zip(tx, args, kwargs):
     if kwargs:
         return None
     return ZipVariable([make_iterator(tx, a) for a in args], bool(strict))
+
+
+@register(collections.deque)
+def _deque(tx, args, kwargs):
+    """``collections.deque(iterable=(), maxlen=None)``: a new deque (``maxlen`` keeps the
+    last items, as CPython's)."""
+    params = dict(zip(("iterable", "maxlen"), args), **kwargs)
+    if len(args) > 2 or set(params) - {"iterable", "maxlen"}:
+        return None
+    maxlen = params.get("maxlen", ConstantVariable(None))
+    if not maxlen.is_python_constant():
+        return None
+    n = maxlen.as_python_constant()
+    if n is not None and (type(n) is not int or n < 0):
+        raise observed(ValueError if type(n) is int else TypeError,
+                       "maxlen must be non-negative" if type(n) is int else "an integer is required")
+    items = params["iterable"].unpack(tx) if "iterable" in params else []
+    if n is not None:
+        items = items[len(items) - n:] if n else []
+    return DequeVariable(items, n)
 
 
 @register(map)
