@@ -16,6 +16,7 @@ set after every new object exists (so cycles work): see ``PyCodegen`` in ``graph
 from __future__ import annotations
 
 import abc
+import enum
 import sys
 import types
 from typing import Any
@@ -35,7 +36,7 @@ from .base import (
     check_constant_args,
     register_builder,
 )
-from .constant import ConstantVariable
+from .constant import ConstantVariable, is_constant_value
 from .dicts import DELETED, MISSING, DictVariable
 from .exceptions import ExceptionVariable
 from .functions import UserMethodVariable
@@ -350,6 +351,9 @@ def instantiate(tx, cls_var: ClassVariable, args: list, kwargs: dict) -> Variabl
     """``cls(*args, **kwargs)`` as ``type.__call__`` does it: ``__new__`` then, if the
     result is an instance of ``cls``, ``__init__``."""
     cls = cls_var.cls
+    if isinstance(cls, enum.EnumMeta) and len(args) == 1 and not kwargs and args[0].is_python_constant():
+        # ``Color(2)``: a lookup of an existing member (CPython's ValueError if none)
+        return EnumMemberVariable(call_python(f"{cls.__qualname__}()", cls, args[0].as_python_constant()))
     if type(type(cls)).__call__ is not type.__call__ and proto.type_attr_raw(type(cls), "__call__") \
             is not type.__call__:
         raise unsupported("metaclass __call__", f"{cls.__qualname__}(...)")
@@ -522,6 +526,39 @@ def _build_module(tx, value, source):
     if source is not None:
         tx.output.add_guard(source, GuardKind.ID_MATCH, value)
     return PythonModuleVariable(value, source=source)
+
+
+class EnumMemberVariable(ConstantVariable):
+    """A member of an ``Enum``: a singleton, so a trace-time constant (guarded by identity
+    when it has a source).  ``name``/``value`` are read from it; methods of the enum class
+    are traced (a user method may have effects), other attributes must be constants."""
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        cls = type(self.value)
+        raw = proto.type_attr_raw(cls, name)
+        if isinstance(raw, types.FunctionType):
+            fn = VariableTracker.build(tx, raw, AttrSource(proto.class_source(tx, cls), name))
+            return UserMethodVariable(fn, self)
+        attr = call_python("getattr", getattr, self.value, name)
+        if isinstance(attr, enum.Enum) or is_constant_value(attr):
+            return VariableTracker.build(tx, attr)
+        if callable(attr) and not isinstance(attr, type):
+            return MethodVariable(self, name)  # a C method of the value's base (int, str)
+        if self.source is not None:
+            return VariableTracker.build(tx, attr, AttrSource(self.source, name))
+        raise unsupported("enum member attribute", f"{cls.__qualname__}.{name} ({type(attr).__name__})")
+
+    def call_method(self, tx, name: str, args: list, kwargs: dict) -> VariableTracker:
+        if isinstance(proto.type_attr_raw(type(self.value), name), types.FunctionType):
+            return self.var_getattr(tx, name).call_function(tx, args, kwargs)
+        return super().call_method(tx, name, args, kwargs)  # pure C methods, folded
+
+
+@register_builder(enum.Enum)
+def _build_enum_member(tx, value, source):
+    if source is not None:
+        tx.output.add_guard(source, GuardKind.ID_MATCH, value)
+    return EnumMemberVariable(value, source=source)
 
 
 def enter_context(tx, ctx: VariableTracker) -> tuple[VariableTracker, VariableTracker]:
