@@ -227,3 +227,44 @@ def test_enum_member_argument_is_guarded_by_identity():
     for c in (Color.RED, Color.BLUE, Color.RED):
         torch.testing.assert_close(compiled(X, c), f(X, c))
     assert cnt.frame_count == 2
+
+
+# -- dataclasses: its Python code is inlined ---------------------------------------------
+
+import dataclasses  # noqa: E402
+
+
+@dataclasses.dataclass
+class Cfg:
+    hidden: int
+    scale: float = 2.0
+    tags: list = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass(frozen=True)
+class Frozen:
+    k: int
+
+
+def test_dataclass_construction_asdict_replace_and_frozen():
+    def f(x):
+        c = Cfg(3)
+        c.tags.append("a")
+        d = dataclasses.asdict(Cfg(4, tags=["t"]))
+        r = dataclasses.replace(c, hidden=5)
+        return x * r.hidden * c.scale + Frozen(2).k, d, r, dataclasses.fields(c)[0].name
+    assert check_same(f, X, fullgraph=True).frame_count == 1
+
+
+def test_frozen_dataclass_assignment_raises_eagers_error():
+    def f(x):
+        fr = Frozen(1)
+        fr.k = 2
+        return x
+    check_same(f, X)
+
+
+def test_asdict_of_a_tensor_field_deep_copies_in_python():
+    def f(x):
+        return dataclasses.asdict(Cfg(1, tags=[x]))["tags"][0] is x
+    check_same(f, X)

@@ -124,7 +124,7 @@ def is_skipped_file(filename: str) -> bool:
 
 #: Standard-library modules whose Python code traced code inlines like user code (plain
 #: Python over objects graphjit models: context-manager helpers)
-INLINED_STDLIB = frozenset({"contextlib.py"})
+INLINED_STDLIB = frozenset({"contextlib.py", "dataclasses.py"})
 
 
 def is_stdlib_file(filename: str) -> bool:

@@ -12,18 +12,19 @@ from __future__ import annotations
 
 import builtins
 import collections
+import copy
 import functools
 import itertools
 import operator
 import types
 from typing import Any, Callable
 
-from ..exc import ObservedException, observed, unsupported
+from ..exc import ObservedException, Unsupported, observed, unsupported
 from ..guards.guard import GuardKind
 from ..polyfills import builtins as poly
 from ..polyfills import functools as poly_functools
 from . import object_protocol as proto
-from .base import VariableTracker, call_python, check_constant_args
+from .base import VariableTracker, call_python, check_constant_args, register_builder_by_id
 from .constant import ConstantVariable
 from .dicts import DictVariable, DictViewVariable, items_of
 from .exceptions import ExceptionVariable
@@ -423,6 +424,26 @@ def _partial(tx, args, kwargs):
     if isinstance(func, PartialVariable) and func.source is None:
         return PartialVariable(func.func, [*func.args, *rest], {**func.keywords, **kwargs})
     return PartialVariable(func, rest, dict(kwargs))
+
+
+@register(copy.deepcopy, copy.copy)
+def _copy_constant(tx, args, kwargs):
+    """``copy.deepcopy``/``copy.copy`` of an immutable constant is the value itself (what
+    ``dataclasses.asdict`` does to each field); anything else runs in Python."""
+    if len(args) == 1 and not kwargs and args[0].is_python_constant():
+        try:
+            value = args[0].as_python_constant()
+        except Unsupported:
+            return None
+        if type(value) in (type(None), bool, int, float, complex, str, bytes) or (
+                type(value) is tuple and all(type(v) in (int, float, str, bool, type(None)) for v in value)):
+            return args[0]
+    return None
+
+
+@register_builder_by_id(copy.deepcopy, copy.copy)
+def _build_copy_function(tx, value, source):
+    return build_builtin(tx, value, source)
 
 
 @register(functools.reduce)
