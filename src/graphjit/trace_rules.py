@@ -21,7 +21,7 @@ graphjit)
 TorchDynamo internals                    opaque (break)      called as it is
 standard library, torch internals,       opaque (stdlib;     called as it is
 graphjit, :data:`SKIPPED_PACKAGES`       frozen modules and
-                                         ``contextlib``
+                                         :data:`INLINED_STDLIB`
                                          inlined) / inlined
                                          (torch)
 comprehensions, generator expressions    inlined             rewritten with the caller
@@ -123,7 +123,7 @@ def is_skipped_file(filename: str) -> bool:
 
 
 #: Standard-library modules whose Python code traced code inlines like user code (plain
-#: Python over objects graphjit models: context-manager helpers)
+#: Python over objects graphjit models: context-manager helpers, dataclass helpers)
 INLINED_STDLIB = frozenset({"contextlib.py", "dataclasses.py"})
 
 
