@@ -477,7 +477,7 @@ def test_threads_first_call_compiles_once(what):
 VARIABLES = pathlib.Path(graphjit.__file__).parent / "variables"
 LAYERS = ["base", "constant", "tensor", "sequences", "dicts", "sets", "iterators", "cells",
           "functions", "exceptions", "object_protocol", "objects", "nn_module", "operators",
-          "grad_mode", "builtins", "torch_function", "builder"]
+          "grad_mode", "builtins", "library", "torch_function", "builder"]
 
 
 def _is_type_checking(node):

@@ -268,3 +268,61 @@ def test_asdict_of_a_tensor_field_deep_copies_in_python():
     def f(x):
         return dataclasses.asdict(Cfg(1, tags=[x]))["tags"][0] is x
     check_same(f, X)
+
+
+# -- inspect.signature of traced functions ----------------------------------------------
+
+import inspect  # noqa: E402
+
+
+def sig_helper(a, b=3, *, c=4):
+    return a
+
+
+class Chunked(torch.nn.Module):
+    def chunk(self, x, y=2):
+        return x * y
+
+    def forward(self, x):
+        n = len(inspect.signature(self.chunk).parameters)       # transformers' idiom
+        p = inspect.signature(sig_helper).parameters["b"]
+        return self.chunk(x) * n + p.default, list(inspect.signature(sig_helper).parameters), \
+            p.kind == inspect.Parameter.POSITIONAL_OR_KEYWORD
+
+
+def test_signature_of_a_method_and_a_function_in_one_graph():
+    assert check_same(Chunked().forward, X, fullgraph=True).frame_count == 1
+
+
+def test_signature_follows_changed_defaults():
+    from graphjit import compile as gj_compile
+
+    def f(x):
+        return x * inspect.signature(sig_helper).parameters["b"].default
+
+    compiled = gj_compile(f, backend="aot_eager", fullgraph=True)
+    old = sig_helper.__defaults__
+    try:
+        torch.testing.assert_close(compiled(X), X * 3)
+        sig_helper.__defaults__ = (9,)
+        torch.testing.assert_close(compiled(X), X * 9)
+        sig_helper.__kwdefaults__["c"] = 5  # (in place: compared with a copy)
+        torch.testing.assert_close(compiled(X), f(X))
+        sig_helper.__wrapped__ = lambda z: z  # inspect.signature follows __wrapped__
+        assert list(inspect.signature(sig_helper).parameters) == ["z"]
+        import graphjit
+        with pytest.raises(graphjit.Unsupported, match="signature"):
+            compiled(X)  # guard fails; fullgraph: the new trace refuses the wrapped function
+    finally:
+        sig_helper.__defaults__ = old
+        sig_helper.__kwdefaults__["c"] = 4
+        vars(sig_helper).pop("__wrapped__", None)
+
+
+def test_signature_of_an_annotated_function_runs_in_python():
+    def annotated(a: int, b: int = 1) -> int:
+        return a
+
+    def f(x):
+        return x * len(inspect.signature(annotated).parameters)
+    check_same(f, X)

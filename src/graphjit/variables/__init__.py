@@ -39,6 +39,7 @@ from .objects import ClassVariable, InstanceDictVariable, PythonModuleVariable, 
 from .nn_module import NNModuleVariable
 from .grad_mode import GradModeExit, GradModeVariable, WithExitVariable
 from .builtins import BuiltinVariable
+from . import library  # noqa: F401  (registers inspect.signature and its values)
 from .torch_function import TorchFunctionVariable
 from . import builder  # noqa: F401  (registers the callable builders)
 

@@ -54,16 +54,25 @@ PURE_BUILTINS = {
 PURE_MODULES = ("_operator", "operator", "math")
 
 
-def register(*fns):
-    """Register a handler ``handler(tx, args, kwargs) -> VariableTracker | None`` for ``fns``."""
+def register(*fns, pure: bool = True):
+    """Register a handler ``handler(tx, args, kwargs) -> VariableTracker | None`` for ``fns``.
+    When the handler returns ``None``, a ``pure`` function with constant arguments is
+    folded (called at trace time); any other is a graph break."""
 
     def deco(handler):
         for fn in fns:
             assert fn not in _HANDLERS, f"double registration of {fn}"
             _HANDLERS[fn] = handler
+            if not pure:
+                _NOT_FOLDED.add(fn)
         return handler
 
     return deco
+
+
+#: functions with a handler that must not be called at trace time when it declines (their
+#: result depends on more than the arguments' values, or creates an object with state)
+_NOT_FOLDED: set = set()
 
 
 class BuiltinVariable(VariableTracker):
@@ -98,6 +107,8 @@ class BuiltinVariable(VariableTracker):
 
 
 def is_pure_builtin(fn: Any) -> bool:
+    if fn in _NOT_FOLDED:
+        return False
     if fn in _HANDLERS or fn in PURE_BUILTINS:
         return True
     return getattr(fn, "__module__", None) in PURE_MODULES
@@ -326,7 +337,7 @@ def _zip(tx, args, kwargs):
     return ZipVariable([make_iterator(tx, a) for a in args], bool(strict))
 
 
-@register(collections.deque)
+@register(collections.deque, pure=False)
 def _deque(tx, args, kwargs):
     """``collections.deque(iterable=(), maxlen=None)``: a new deque (``maxlen`` keeps the
     last items, as CPython's)."""
@@ -346,21 +357,21 @@ def _deque(tx, args, kwargs):
     return DequeVariable(items, n)
 
 
-@register(map)
+@register(map, pure=False)
 def _map(tx, args, kwargs):
     if len(args) < 2 or kwargs:
         return None
     return MapVariable(args[0], [make_iterator(tx, a) for a in args[1:]])
 
 
-@register(filter)
+@register(filter, pure=False)
 def _filter(tx, args, kwargs):
     if len(args) != 2 or kwargs:
         return None
     return FilterVariable(args[0], make_iterator(tx, args[1]))
 
 
-@register(itertools.chain)
+@register(itertools.chain, pure=False)
 def _chain(tx, args, kwargs):
     if kwargs:
         return None
@@ -414,7 +425,7 @@ def _sorted(tx, args, kwargs):
     return ListVariable([items[n] for _, n in order])
 
 
-@register(functools.partial)
+@register(functools.partial, pure=False)
 def _partial(tx, args, kwargs):
     """``functools.partial(func, *args, **keywords)``: a nested partial is flattened, as
     CPython's constructor does."""
@@ -426,7 +437,7 @@ def _partial(tx, args, kwargs):
     return PartialVariable(func, rest, dict(kwargs))
 
 
-@register(copy.deepcopy, copy.copy)
+@register(copy.deepcopy, copy.copy, pure=False)
 def _copy_constant(tx, args, kwargs):
     """``copy.deepcopy``/``copy.copy`` of an immutable constant is the value itself (what
     ``dataclasses.asdict`` does to each field); anything else runs in Python."""
@@ -446,7 +457,7 @@ def _build_copy_function(tx, value, source):
     return build_builtin(tx, value, source)
 
 
-@register(functools.reduce)
+@register(functools.reduce, pure=False)
 def _reduce(tx, args, kwargs):
     return tx.inline_polyfill(poly_functools.reduce, list(args), kwargs)
 
