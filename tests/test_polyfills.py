@@ -326,3 +326,39 @@ def test_signature_of_an_annotated_function_runs_in_python():
     def f(x):
         return x * len(inspect.signature(annotated).parameters)
     check_same(f, X)
+
+
+# -- builtins whose handler declines are not called at trace time --------------------------
+
+def test_vars_of_a_module_follows_its_changes():
+    import types as _types
+
+    from graphjit import compile as gj_compile
+    mod = _types.ModuleType("gj_vars_mod")
+    mod.k = 2.0
+
+    def f(x):
+        return x * vars(mod)["k"]
+
+    compiled = gj_compile(f, backend="aot_eager")
+    torch.testing.assert_close(compiled(X), X * 2.0)
+    mod.k = 5.0
+    torch.testing.assert_close(compiled(X), X * 5.0)
+
+
+def test_iter_with_a_sentinel_calls_the_function_at_run_time():
+    state = {"n": 0}
+
+    def tick():
+        state["n"] += 1
+        return state["n"]
+
+    def f(x):
+        return x * sum(iter(tick, 3))   # 1 + 2, then the sentinel
+
+    from graphjit import compile as gj_compile
+    compiled = gj_compile(f, backend="eager")
+    for _ in range(2):
+        state["n"] = 0
+        torch.testing.assert_close(compiled(X), X * 3)
+        assert state["n"] == 3

@@ -182,7 +182,7 @@ def _delattr(tx, args, kwargs):
     return ConstantVariable(None)
 
 
-@register(vars)
+@register(vars, pure=False)
 def _vars(tx, args, kwargs):
     if len(args) == 1 and isinstance(args[0], UserObjectVariable):
         return args[0].var_getattr(tx, "__dict__")
@@ -232,7 +232,7 @@ def _method_type(tx, args, kwargs):
     return UserMethodVariable(fn, obj)
 
 
-@register(super)
+@register(super, pure=False)
 def _super(tx, args, kwargs):
     if not args:
         typ, obj = tx.zero_arg_super()
@@ -385,14 +385,14 @@ def _reversed(tx, args, kwargs):
     return ListIteratorVariable(list(reversed(args[0].unpack(tx))))
 
 
-@register(iter)
+@register(iter, pure=False)
 def _iter(tx, args, kwargs):
     if len(args) == 1:
         return make_iterator(tx, args[0])
     return None
 
 
-@register(next)
+@register(next, pure=False)
 def _next(tx, args, kwargs):
     it = args[0]
     if isinstance(it, IteratorVariable):
