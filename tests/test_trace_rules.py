@@ -261,3 +261,24 @@ def test_intercepted_stdlib_functions_behave_as_eager():
     data = {"b": [1, 2.5, None, True], "a": {"x": "y"}}
     assert "".join(copy(json.JSONEncoder.iterencode)(enc, data)) == json.dumps(data, indent=2, sort_keys=True)
     assert seen  # calls went through the resolver
+
+
+def test_skipped_module_method_called_from_eager_code_compiles_its_callees():
+    class M(torch.nn.Module):
+        @graphjit.skip
+        def helper(self, x):
+            return inner_cos(x) * 2
+
+        def forward(self, x):
+            for _ in range(1):
+                print("eager tail")
+            return self.helper(x)
+
+    import contextlib
+    import io
+    m = M()
+    cnt = CompileCounter()
+    with contextlib.redirect_stdout(io.StringIO()):
+        torch.testing.assert_close(graphjit.compile(m, backend=cnt)(X), m(X))
+    assert [{n.target.__name__ for n in gm.graph.nodes if n.op == "call_function"} for gm in cnt.graphs] \
+        == [{"cos"}]

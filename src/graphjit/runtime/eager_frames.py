@@ -137,8 +137,9 @@ class Interceptor:
             key = (id(module), func)
             out = method_cache.get(key)
             if out is None:
-                if frame_rule(func) is not Rule.COMPILE:
-                    return f
+                rule = frame_rule(func)
+                if rule is not Rule.COMPILE:
+                    return MethodType(self.eager(func), module) if rule is Rule.INTERCEPT else f
                 compiled = self._method_for(func, module)
                 out = method_cache[key] = (weakref.ref(module), compiled)
                 weakref.finalize(module, method_cache.pop, key, None)
