@@ -362,3 +362,10 @@ def test_iter_with_a_sentinel_calls_the_function_at_run_time():
         state["n"] = 0
         torch.testing.assert_close(compiled(X), X * 3)
         assert state["n"] == 3
+
+
+def test_writing_a_partials_keywords_runs_in_python():
+    def f(x, p):
+        p.keywords["alpha"] = 3      # the partial's own dict: must not be a copy
+        return p(x, x)
+    check_same(f, X, functools.partial(torch.add, alpha=2))

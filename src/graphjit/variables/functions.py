@@ -17,8 +17,7 @@ from ..exc import observed, unsupported
 from ..guards.guard import GuardKind
 from ..sources import AttrSource, ConstSource, GetItemSource
 from .base import AttributeMutationNew, ValueMutationNew, VariableTracker, register_builder
-from .constant import ConstantVariable
-from .dicts import DictVariable
+from .dicts import items_of
 from .sequences import TupleVariable
 
 
@@ -258,14 +257,18 @@ class NoOpFunctionVariable(VariableTracker):
 class PartialVariable(VariableTracker):
     """A ``functools.partial``: calling it calls ``func`` with the stored arguments first
     and the stored keywords overridden by the call's.  One made in the trace is rebuilt
-    (once) with ``functools.partial(func, *args, **keywords)`` if it escapes; one that
-    existed is read through its ``func``/``args``/``keywords``, each guarded as used."""
+    (once) with ``functools.partial(func, *args, **keywords)`` if it escapes.  One that
+    existed is read through its ``func`` and ``args`` (guarded as used) and its
+    ``keywords`` dict, a tracker of the real dict (``keywords_var``), so writes to
+    ``p.keywords`` in the trace are seen by later calls of ``p``."""
 
-    def __init__(self, func: VariableTracker, args: list, keywords: dict, **kwargs) -> None:
+    def __init__(self, func: VariableTracker, args: list, keywords: dict,
+                 keywords_var: VariableTracker | None = None, **kwargs) -> None:
         if kwargs.get("source") is None:
             kwargs.setdefault("mutation_type", ValueMutationNew())
         super().__init__(**kwargs)
         self.func, self.args, self.keywords = func, list(args), dict(keywords)
+        self.keywords_var = keywords_var
 
     def _repr_body(self) -> str:
         return f"partial({self.func!r}, {len(self.args)} args, {sorted(self.keywords)})"
@@ -277,19 +280,27 @@ class PartialVariable(VariableTracker):
         return self
 
     def children(self) -> list[VariableTracker]:
-        return [self.func, *self.args, *self.keywords.values()]
+        kw = [self.keywords_var] if self.keywords_var is not None else list(self.keywords.values())
+        return [self.func, *self.args, *kw]
+
+    def current_keywords(self, tx) -> dict:
+        if self.keywords_var is None:
+            return self.keywords
+        return {k: v for k, v in items_of(tx, self.keywords_var)}
 
     def call_function(self, tx, args, kwargs) -> VariableTracker:
-        return self.func.call_function(tx, [*self.args, *args], {**self.keywords, **kwargs})
+        return self.func.call_function(tx, [*self.args, *args], {**self.current_keywords(tx), **kwargs})
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
         if name == "func":
             return self.func
         if name == "args":
             return TupleVariable(self.args)
-        if name == "keywords":
-            return DictVariable({ConstantVariable(k): v for k, v in self.keywords.items()})
-        raise unsupported("partial attribute", f"partial.{name}")
+        if name == "keywords" and self.keywords_var is not None:
+            return self.keywords_var
+        # a new partial's ``keywords`` would be a dict of its own, mutable: not modelled
+        raise unsupported("partial attribute", f"partial.{name}",
+                          "Only a partial's func, args and existing keywords are read while tracing.")
 
     def reconstruct(self, cg) -> None:
         if self.source is not None:
@@ -307,15 +318,14 @@ class PartialVariable(VariableTracker):
 
 @register_builder(functools.partial, exact=True)
 def _build_partial(tx, value: functools.partial, source):
-    """An existing partial: its parts read through ``.func``/``.args``/``.keywords`` (the
-    argument count and keyword names guarded)."""
+    """An existing partial: its parts read through ``.func``/``.args`` (the argument count
+    guarded) and its ``.keywords`` dict."""
     if source is None or value.__dict__:
         raise unsupported("partial object", "a partial without a source, or with attributes")
     tx.output.add_guard(source, GuardKind.TYPE_MATCH, functools.partial)
-    args_src, kw_src = AttrSource(source, "args"), AttrSource(source, "keywords")
+    args_src = AttrSource(source, "args")
     tx.output.add_guard(args_src, GuardKind.LENGTH_CHECK, value.args)
-    tx.output.add_guard(kw_src, GuardKind.DICT_KEYS, value.keywords)
     func = VariableTracker.build(tx, value.func, AttrSource(source, "func"))
     args = [VariableTracker.build(tx, a, GetItemSource(args_src, i)) for i, a in enumerate(value.args)]
-    keywords = {k: VariableTracker.build(tx, v, GetItemSource(kw_src, k)) for k, v in value.keywords.items()}
-    return PartialVariable(func, args, keywords, source=source)
+    keywords_var = VariableTracker.build(tx, value.keywords, AttrSource(source, "keywords"))
+    return PartialVariable(func, args, {}, keywords_var, source=source)
