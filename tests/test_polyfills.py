@@ -100,15 +100,27 @@ def test_partial_escaping_is_one_object_with_its_parts():
     assert a is b and a.args[1] == 2 and a.func is torch.mul
 
 
-def test_existing_partial_argument_recompiles_when_its_parts_change():
-    from graphjit import compile as gj_compile
+def _counting(backend):
+    """A counting backend that runs each graph with ``backend``."""
+    from graphjit.backends.registry import lookup_backend
     from graphjit.testing import CompileCounter
+    cnt = CompileCounter()
+
+    def run(gm, example_inputs):
+        cnt(gm, example_inputs)
+        return lookup_backend(backend, None, None)(gm, example_inputs)
+    return cnt, run
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_existing_partial_argument_recompiles_when_its_parts_change(backend):
+    from graphjit import compile as gj_compile
 
     def f(x, fn):
         return fn(x) * 2
 
-    cnt = CompileCounter()
-    compiled = gj_compile(f, backend=cnt, fullgraph=True)
+    cnt, run = _counting(backend)
+    compiled = gj_compile(f, backend=run, fullgraph=True)
     for fn in (functools.partial(torch.clamp, min=0.0), functools.partial(torch.clamp, min=0.5),
                functools.partial(torch.clamp, max=0.1), functools.partial(torch.mul, 3.0)):
         torch.testing.assert_close(compiled(X, fn), f(X, fn))
@@ -215,15 +227,15 @@ def test_enum_lookup_error_is_eagers():
     check_same(f, X)
 
 
-def test_enum_member_argument_is_guarded_by_identity():
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_enum_member_argument_is_guarded_by_identity(backend):
     from graphjit import compile as gj_compile
-    from graphjit.testing import CompileCounter
 
     def f(x, c):
         return x * c.value
 
-    cnt = CompileCounter()
-    compiled = gj_compile(f, backend=cnt, fullgraph=True)
+    cnt, run = _counting(backend)
+    compiled = gj_compile(f, backend=run, fullgraph=True)
     for c in (Color.RED, Color.BLUE, Color.RED):
         torch.testing.assert_close(compiled(X, c), f(X, c))
     assert cnt.frame_count == 2
