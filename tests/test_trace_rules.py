@@ -282,3 +282,19 @@ def test_skipped_module_method_called_from_eager_code_compiles_its_callees():
         torch.testing.assert_close(graphjit.compile(m, backend=cnt)(X), m(X))
     assert [{n.target.__name__ for n in gm.graph.nodes if n.op == "call_function"} for gm in cnt.graphs] \
         == [{"cos"}]
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_disable_after_a_trace_inlined_the_function_drops_that_trace(backend):
+    def helper(x):
+        return x + 1, graphjit.is_compiling()   # True when inlined, False when run as is
+
+    def f(x):
+        return helper(x * 2)
+
+    compiled = graphjit.compile(f, backend=backend)
+    assert compiled(X)[1] is True
+    graphjit.disable(helper)                      # the world changes: helper is now opaque
+    out, traced = compiled(X)
+    torch.testing.assert_close(out, X * 2 + 1)
+    assert traced is False

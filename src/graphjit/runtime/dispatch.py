@@ -29,7 +29,7 @@ from ..diagnostics import logs
 from ..exc import InternalError, Unsupported
 from ..variables.nn_module import has_hooks
 from ..variables.object_protocol import type_attr_raw
-from ..trace_rules import forget_frame_decisions
+from ..trace_rules import forget_frame_decisions, register_dependent_cache
 from . import stats
 from .convert_frame import RAISES_THIS_CALL, TRANSPARENT_CODES, CacheEntry, Hooks, RunEagerly, convert_frame
 from .eager_frames import Interceptor, has_tensor, skip_frame, uses_torch_global
@@ -359,6 +359,20 @@ class CompiledFunction:
         self._entries = [*self._entries, entry]
         self._fast = [*self._fast, (entry.guard.check, entry.fn)]
         return entry.fn
+
+
+class _CompiledEntries:
+    """Every compiled entry, as a cache that depends on the trace rules: a
+    ``graphjit.disable``/``skip``/``allow_in_graph`` added later drops them (a trace may
+    have inlined the function the new rule is about), counters kept."""
+
+    def clear(self) -> None:
+        for cf in [*_live, *_nested_live]:
+            cf._reset()
+
+
+_COMPILED_ENTRIES = _CompiledEntries()
+register_dependent_cache(_COMPILED_ENTRIES)
 
 
 def all_entries() -> list[CacheEntry]:
