@@ -28,6 +28,7 @@ import logging
 import math
 import os
 import pathlib
+import random
 import re
 import threading
 
@@ -71,20 +72,29 @@ class Kw:
         self.args, self.kwargs = args, kwargs
 
 
-def compare_call(fn, compiled, args, kwargs=None, *, who="", ignore_addresses=True):
+def compare_call(fn, compiled, args, kwargs=None, *, who="", ignore_addresses=True,
+                 torch_rng=True):
     """Call ``fn`` and ``compiled`` on deep copies of the arguments and assert the same
     behaviour: grad mode restored, no graphjit error, the same stdout, the same return value
     or exception (type and message; with ``ignore_addresses`` the `` at 0x...`` parts of
     messages are dropped, as pytest's rewritten asserts print reprs), the same arguments
-    afterwards.  ``who`` prefixes the failure messages.  Returns the compiled outcome."""
+    afterwards; both calls start from the same ``random`` and torch RNG state and must leave
+    the same state (torch's unchecked with ``torch_rng=False``: AOTAutograd's decompositions
+    may draw differently, e.g. dropout with p=1 draws nothing).  ``who`` prefixes the failure messages.  Returns the compiled outcome."""
     kwargs = {} if kwargs is None else kwargs
     at = f"{who}: " if who else ""
     e_args, e_kwargs = copy.deepcopy((args, kwargs))
     c_args, c_kwargs = copy.deepcopy((args, kwargs))
     grad_before = torch.is_grad_enabled()
+    rng_before = rng_state()
     expected, e_out = _run(fn, e_args, e_kwargs)
+    rng_eager = rng_state()
+    set_rng_state(rng_before)
     actual, c_out = _run(compiled, c_args, c_kwargs)
     assert torch.is_grad_enabled() == grad_before, f"{at}grad mode not restored after the call"
+    assert rng_state()[0] == rng_eager[0], f"{at}random's state differs from eager's after the call"
+    if torch_rng:
+        assert torch.equal(rng_state()[1], rng_eager[1]), f"{at}torch's RNG state differs from eager's"
     if actual[0] == "raised" and isinstance(actual[1], (graphjit.Unsupported, graphjit.InternalError)):
         raise AssertionError(f"{at}graphjit raised {type(actual[1]).__name__}: {actual[1]}") from None
     assert c_out == e_out, f"{at}stdout differs:\ncompiled: {c_out!r}\neager:    {e_out!r}"
@@ -99,6 +109,16 @@ def compare_call(fn, compiled, args, kwargs=None, *, who="", ignore_addresses=Tr
     assert_equal(c_args, e_args, f"{at}args after the call")
     assert_equal(c_kwargs, e_kwargs, f"{at}kwargs after the call")
     return actual
+
+
+def rng_state():
+    """``random``'s state and torch's CPU RNG state."""
+    return random.getstate(), torch.get_rng_state()
+
+
+def set_rng_state(state) -> None:
+    random.setstate(state[0])
+    torch.set_rng_state(state[1])
 
 
 def check_sequence(fn, compiled, inputs, calls=2, **compare):

@@ -3,7 +3,9 @@
 ``check_same(fn, *args)`` runs ``fn`` eagerly on deep copies of the arguments and compiled
 on other copies, then compares return values (tensors exactly: dtype, shape, values),
 the arguments afterwards (mutations), captured stdout, and the exception raised (type and
-message).  It returns the :class:`CompileCounter` so tests can assert graph counts.
+message).  Both runs start
+from the same ``random`` and torch RNG state and must leave the same state.  It returns
+the :class:`CompileCounter` so tests can assert graph counts.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import contextlib
 import copy
 import functools
 import io
+import random
 from typing import Any, Callable
 
 import torch
@@ -39,6 +42,12 @@ class CompileCounter:
         return f"CompileCounter(frames={self.frame_count}, ops={self.op_count})"
 
 
+#: iterators compared by type and by the items they still give (consumed by the comparison)
+_ITERATOR_TYPES = (type(x for x in ()), type(iter([])), type(iter(())), type(iter(range(0))),
+                   type(iter("")), type(iter({})), type(iter({}.values())), type(iter({}.items())),
+                   enumerate, zip, map, filter, reversed)
+
+
 def assert_equal(actual: Any, expected: Any, path: str = "result") -> None:
     """Structural equality; tensors must match exactly in dtype, shape and values."""
     if isinstance(expected, torch.Tensor):
@@ -59,6 +68,9 @@ def assert_equal(actual: Any, expected: Any, path: str = "result") -> None:
         assert type(actual) is type(expected) and actual.keys() == expected.keys(), path
         for k in expected:
             assert_equal(actual[k], expected[k], f"{path}[{k!r}]")
+    elif isinstance(expected, _ITERATOR_TYPES):  # same kind of iterator, same items left
+        assert type(actual) is type(expected), f"{path}: {type(actual)} != {type(expected)}"
+        assert_equal(list(actual), list(expected), f"{path} (remaining items)")
     elif type(expected) is functools.partial:  # compared by parts (== is identity)
         assert type(actual) is functools.partial, f"{path}: {type(actual)} != partial"
         assert_equal(actual.func, expected.func, f"{path}.func")
@@ -92,8 +104,14 @@ def check_same(fn: Callable, *args, backend=None, fullgraph: bool = False, calls
     for _ in range(calls):
         e_args, e_kwargs = copy.deepcopy((args, kwargs))
         c_args, c_kwargs = copy.deepcopy((args, kwargs))
+        rng_before = random.getstate(), torch.get_rng_state()
         expected, e_out = _run(fn, e_args, e_kwargs)
+        rng_eager = random.getstate(), torch.get_rng_state()
+        random.setstate(rng_before[0])
+        torch.set_rng_state(rng_before[1])
         actual, c_out = _run(compiled, c_args, c_kwargs)
+        assert random.getstate() == rng_eager[0], "random's state differs from eager's after the call"
+        assert torch.equal(torch.get_rng_state(), rng_eager[1]), "torch's RNG state differs from eager's"
         assert c_out == e_out, f"stdout differs:\ncompiled: {c_out!r}\neager:    {e_out!r}"
         assert actual[0] == expected[0], f"eager {expected[0]} {expected[1]!r}, compiled {actual[0]} {actual[1]!r}"
         if expected[0] == "raised":

@@ -1,0 +1,95 @@
+"""Differential cases for Python semantics in traced code (issue 8), shared by the
+``test_py_*.py`` files and by ``test_py_vs_dynamo.py`` (not a test module itself).
+
+A :class:`Case` is one program, the inputs it is called with (each twice) and the graph
+count graphjit must give.  ``run_case`` runs it compiled with ``fullgraph=True`` when the
+case expects no break, compares everything observable with eager (return value or
+exception, arguments afterwards, stdout, ``random``'s and torch's RNG state afterwards;
+both sides start from the same RNG state) and asserts the graph and break counts, with the
+counting backend and again with ``aot_eager``.  ``dynamo_graph_count`` runs the same
+program and inputs through ``torch.compile`` for the side-by-side comparison.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+import pytest
+import torch
+
+import graphjit
+from _shared import Kw, check_sequence
+from graphjit.testing import CompileCounter
+
+
+@dataclasses.dataclass
+class Case:
+    """``fn`` called (twice each) on ``inputs`` (tuples of positional arguments or
+    :class:`Kw`) gives ``graphs`` graphs and ``breaks`` graph breaks under graphjit."""
+
+    fn: Callable
+    inputs: list
+    graphs: int = 1
+    breaks: int = 0
+    name: str = ""
+
+    def __post_init__(self):
+        self.name = self.name or self.fn.__name__
+
+    @property
+    def fullgraph(self) -> bool:
+        return self.breaks == 0
+
+
+def case_ids(cases: list[Case]) -> list[str]:
+    return [c.name for c in cases]
+
+
+def run_case(case: Case, backend: Any = None) -> CompileCounter:
+    """Run ``case`` compiled and eagerly, compare, and check its graph and break counts.
+    With ``backend`` (a name such as ``"aot_eager"``) the graphs go through that backend
+    behind a counter."""
+    graphjit.reset()
+    cnt = CompileCounter()
+    if backend is None:
+        be = cnt
+    else:
+        inner = graphjit.backends.lookup_backend(backend) if isinstance(backend, str) else backend
+
+        def be(gm, example_inputs):
+            cnt(gm, example_inputs)
+            return inner(gm, example_inputs)
+    compiled = graphjit.compile(case.fn, backend=be, fullgraph=case.fullgraph)
+    check_sequence(case.fn, compiled, case.inputs, who=f"graphjit[{backend or 'eager'}]")
+    breaks = graphjit.stats()["graph_breaks"]
+    assert (cnt.frame_count, breaks) == (case.graphs, case.breaks), (
+        f"{case.name}: expected {case.graphs} graph(s) and {case.breaks} break(s), "
+        f"got {cnt.frame_count} and {breaks}")
+    return cnt
+
+
+def dynamo_graph_count(case: Case) -> int:
+    """The graphs ``torch.compile`` (counting backend) compiles for ``case``'s calls; its
+    errors count as no graph (the comparison is about graph counts, and results are
+    checked against eager by :func:`run_case`)."""
+    import torch._dynamo
+    from torch._dynamo.testing import CompileCounter as DynamoCounter
+
+    torch._dynamo.reset()
+    cnt = DynamoCounter()
+    compiled = torch.compile(case.fn, backend=cnt)
+    for inp in case.inputs:
+        args, kwargs = (inp.args, inp.kwargs) if isinstance(inp, Kw) else (inp, {})
+        for _ in range(2):
+            try:
+                compiled(*args, **kwargs)
+            except Exception:  # noqa: BLE001
+                pass
+    torch._dynamo.reset()
+    return cnt.frame_count
+
+
+def parametrize_cases(cases: list[Case]):
+    """``@parametrize_cases(CASES)`` over a test taking ``case``."""
+    return pytest.mark.parametrize("case", cases, ids=case_ids(cases))
