@@ -20,6 +20,7 @@ import torch
 
 import graphjit
 from _shared import Kw, check_sequence
+from graphjit.backends.registry import lookup_backend
 from graphjit.testing import CompileCounter
 
 
@@ -55,7 +56,7 @@ def run_case(case: Case, backend: Any = None) -> CompileCounter:
     if backend is None:
         be = cnt
     else:
-        inner = graphjit.backends.lookup_backend(backend) if isinstance(backend, str) else backend
+        inner = lookup_backend(backend) if isinstance(backend, str) else backend
 
         def be(gm, example_inputs):
             cnt(gm, example_inputs)

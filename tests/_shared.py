@@ -92,9 +92,6 @@ def compare_call(fn, compiled, args, kwargs=None, *, who="", ignore_addresses=Tr
     set_rng_state(rng_before)
     actual, c_out = _run(compiled, c_args, c_kwargs)
     assert torch.is_grad_enabled() == grad_before, f"{at}grad mode not restored after the call"
-    assert rng_state()[0] == rng_eager[0], f"{at}random's state differs from eager's after the call"
-    if torch_rng:
-        assert torch.equal(rng_state()[1], rng_eager[1]), f"{at}torch's RNG state differs from eager's"
     if actual[0] == "raised" and isinstance(actual[1], (graphjit.Unsupported, graphjit.InternalError)):
         raise AssertionError(f"{at}graphjit raised {type(actual[1]).__name__}: {actual[1]}") from None
     assert c_out == e_out, f"{at}stdout differs:\ncompiled: {c_out!r}\neager:    {e_out!r}"
@@ -106,6 +103,9 @@ def compare_call(fn, compiled, args, kwargs=None, *, who="", ignore_addresses=Tr
             f"{at}exception differs: {actual[1]!r} vs {expected[1]!r}")
     else:
         assert_equal(actual[1], expected[1], f"{at}result")
+    assert rng_state()[0] == rng_eager[0], f"{at}random's state differs from eager's after the call"
+    if torch_rng:
+        assert torch.equal(rng_state()[1], rng_eager[1]), f"{at}torch's RNG state differs from eager's"
     assert_equal(c_args, e_args, f"{at}args after the call")
     assert_equal(c_kwargs, e_kwargs, f"{at}kwargs after the call")
     return actual

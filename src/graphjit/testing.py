@@ -71,6 +71,9 @@ def assert_equal(actual: Any, expected: Any, path: str = "result") -> None:
     elif isinstance(expected, _ITERATOR_TYPES):  # same kind of iterator, same items left
         assert type(actual) is type(expected), f"{path}: {type(actual)} != {type(expected)}"
         assert_equal(list(actual), list(expected), f"{path} (remaining items)")
+    elif type(expected) is random.Random:  # generators compared by state
+        assert type(actual) is random.Random, f"{path}: {type(actual)} != random.Random"
+        assert actual.getstate() == expected.getstate(), f"{path}: generator states differ"
     elif type(expected) is functools.partial:  # compared by parts (== is identity)
         assert type(actual) is functools.partial, f"{path}: {type(actual)} != partial"
         assert_equal(actual.func, expected.func, f"{path}.func")
@@ -110,8 +113,6 @@ def check_same(fn: Callable, *args, backend=None, fullgraph: bool = False, calls
         random.setstate(rng_before[0])
         torch.set_rng_state(rng_before[1])
         actual, c_out = _run(compiled, c_args, c_kwargs)
-        assert random.getstate() == rng_eager[0], "random's state differs from eager's after the call"
-        assert torch.equal(torch.get_rng_state(), rng_eager[1]), "torch's RNG state differs from eager's"
         assert c_out == e_out, f"stdout differs:\ncompiled: {c_out!r}\neager:    {e_out!r}"
         assert actual[0] == expected[0], f"eager {expected[0]} {expected[1]!r}, compiled {actual[0]} {actual[1]!r}"
         if expected[0] == "raised":
@@ -119,6 +120,8 @@ def check_same(fn: Callable, *args, backend=None, fullgraph: bool = False, calls
                 f"exception differs: {actual[1]!r} vs {expected[1]!r}")
         else:
             assert_equal(actual[1], expected[1])
+        assert random.getstate() == rng_eager[0], "random's state differs from eager's after the call"
+        assert torch.equal(torch.get_rng_state(), rng_eager[1]), "torch's RNG state differs from eager's"
         assert_equal(c_args, e_args, "args after the call")
         assert_equal(c_kwargs, e_kwargs, "kwargs after the call")
     return counter

@@ -158,6 +158,11 @@ class PyCodegen:
                 self.call(3)
                 self.append_pop_top()
 
+    def set_temp(self, var, name: str) -> None:
+        """From now on ``var``'s value is the local ``name``."""
+        self._temps[id(var)] = name
+        self._keep.append(var)
+
     def save_temps(self) -> dict:
         """The temporaries assigned so far (restore them before a code path on which
         later ones were never assigned)."""

@@ -49,6 +49,7 @@ from ..variables import (
 from ..variables.base import builder_for
 from ..variables.constant import is_constant_value
 from ..variables.dicts import GlobalsDictVariable
+from ..variables.random_values import Prologue, PrologueValueVariable, lift_to_graph
 from .side_effects import SideEffects
 
 _UNSAFE_CHARS = re.compile(r"[^0-9a-zA-Z_]+")
@@ -91,6 +92,7 @@ class OutputGraph:
         self.lazy_cache: dict[Source, LazyVariableTracker] = {}
         self.leaf_modules: list[tuple[torch.nn.Module, Source | None]] = []
         self._fake_modules: dict[int, torch.nn.Module] = {}
+        self.prologue = Prologue()
 
     def __repr__(self) -> str:
         return (f"OutputGraph({len(self.graph_args)} inputs, "
@@ -168,6 +170,23 @@ class OutputGraph:
         self._inputs_by_id[id(tensor)] = var
         return var
 
+    def add_prologue_input(self, var: VariableTracker, dtype: torch.dtype, source: Source) -> TensorVariable:
+        """The placeholder for a prologue value as a 0-d tensor of ``dtype`` (one per value
+        and dtype; not guarded: the value is computed after the guards, every call)."""
+        for arg in self.graph_args:
+            if arg.source == source:
+                return TensorVariable(arg.node, arg.node.meta["example_value"], source=source)
+        where = (self.graph.inserting_after(self.graph_args[-1].node) if self.graph_args
+                 else self.graph.inserting_before(next(iter(self.graph.nodes), None)))
+        with where:
+            node = self.graph.placeholder(_graph_name(source))
+        example = torch.scalar_tensor(1, dtype=dtype)
+        fake = self.fake_mode.from_tensor(example, static_shapes=True)
+        node.meta["example_value"] = fake
+        node.meta["source"] = source
+        self.graph_args.append(GraphArg(source, example, node))
+        return TensorVariable(node, fake, source=source)
+
     def add_attr(self, value: Any, hint: str) -> str:
         """Register a parameter, buffer, constant tensor or module on the root; its name."""
         known = self._attrs_by_id.get(id(value))
@@ -197,6 +216,8 @@ class OutputGraph:
     # -- ops ------------------------------------------------------------------------------
     def call(self, tx, op: str, target: Any, args: list, kwargs: dict) -> VariableTracker:
         """Record ``op``/``target`` on tracker arguments; return the wrapped result."""
+        if any(isinstance(a, PrologueValueVariable) for a in [*args, *kwargs.values()]):
+            args, kwargs = self._lift_prologue_values(tx, args, kwargs)
         node_args = tuple(_to_node_arg(a) for a in args)
         node_kwargs = {k: _to_node_arg(v) for k, v in kwargs.items()}
         fake_args = torch.fx.node.map_arg(node_args, _example)
@@ -210,6 +231,18 @@ class OutputGraph:
                     node.meta["example_value"] = example
                     return arg
         return self.wrap_result(node, example, op, target)
+
+    def _lift_prologue_values(self, tx, args: list, kwargs: dict) -> tuple[list, dict]:
+        """Values drawn at run time, next to a tensor operand, become graph inputs."""
+        tensor = next((a for a in [*args, *kwargs.values()] if isinstance(a, TensorVariable)), None)
+        if tensor is None:
+            raise unsupported("value drawn from random at run time as the only operand of a tensor "
+                              "operation", repr(args), "Its dtype would depend on the value.")
+
+        def lift(v):
+            return lift_to_graph(tx, v, tensor.example_value) if isinstance(v, PrologueValueVariable) else v
+
+        return [lift(a) for a in args], {k: lift(v) for k, v in kwargs.items()}
 
     def call_leaf_forward(self, tx, module: torch.nn.Module, hint: str, args: list,
                           kwargs: dict) -> VariableTracker:

@@ -131,7 +131,7 @@ def build_entry(fn, tx: InstructionTranslator, output: OutputGraph, global_state
     values += output.side_effects.values()
     out_nodes = graph_outputs_for(values)
     has_graph = output.count_calls() > 0 or bool(out_nodes)
-    if bp is None and not has_graph and not output.side_effects:
+    if bp is None and not has_graph and not output.side_effects and not output.prologue:
         # nothing for a graph: the frame runs as it is while the path it took holds (a
         # guarded entry, so a call taking another path, maybe to tensor code, is traced)
         return _passthrough_entry(fn, output, global_state, hooks, closure_arg, f_args)
@@ -152,6 +152,7 @@ def build_entry(fn, tx: InstructionTranslator, output: OutputGraph, global_state
     cg.cells = tx.cells
     cg.extend(prefix_instructions(tx.instructions))
     cg.positions = _first_positions(tx.instructions)
+    output.prologue.codegen(cg)  # values drawn from random, in program order
     graphs = []
     if has_graph:
         compiled = finish_graph(output, out_nodes)

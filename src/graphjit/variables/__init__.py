@@ -2,7 +2,7 @@
 
 Modules, in layer order (each imports only those before it): ``base`` (tracker base,
 mutation types, lazy trackers, the builder registry) → ``constant`` → ``tensor`` →
-``sequences``, ``dicts``, ``sets``, ``iterators`` (containers) → ``cells`` → ``functions``
+``sequences``, ``dicts``, ``sets``, ``iterators`` (containers) → ``random_values`` → ``cells`` → ``functions``
 → ``exceptions`` → ``object_protocol``, ``objects``, ``nn_module`` (Python objects) →
 ``operators``, ``grad_mode``, ``builtins``, ``torch_function`` → ``builder`` (how callables
 are modelled).  Importing this package imports them all, which registers every builder.
@@ -25,6 +25,7 @@ from .tensor import TensorVariable
 from .sequences import BaseSequenceVariable, DequeVariable, ListVariable, SliceVariable, TupleVariable
 from .dicts import DictVariable, DictViewVariable
 from .sets import SetVariable
+from .random_values import PrologueValueVariable, RandomObjectVariable
 from .iterators import EnumerateVariable, GeneratorVariable, IteratorVariable, ListIteratorVariable, ZipVariable
 from .cells import CellVariable
 from .functions import (

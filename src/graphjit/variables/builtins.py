@@ -41,6 +41,7 @@ from .iterators import (
 )
 from .objects import ClassVariable, SuperVariable, UserObjectVariable, new_object
 from .operators import binary_op, contains
+from .random_values import PrologueValueVariable, derived_value
 from .sequences import BaseSequenceVariable, DequeVariable, ListVariable, SliceVariable, TupleVariable
 from .sets import SetVariable, other_keys
 
@@ -114,8 +115,14 @@ def is_pure_builtin(fn: Any) -> bool:
     return getattr(fn, "__module__", None) in PURE_MODULES
 
 
+#: builtins applied to values drawn from random at run time as prologue steps
+_ON_DRAWN_VALUES = {int, float, bool, abs, round, min, max, divmod, pow, str}
+
+
 def call_builtin(tx, fn, args: list, kwargs: dict) -> VariableTracker:
     """Call builtin ``fn``: its handler, or constant folding, or a graph break."""
+    if fn in _ON_DRAWN_VALUES and not kwargs and any(isinstance(a, PrologueValueVariable) for a in args):
+        return derived_value(tx, fn, args)
     handler = _HANDLERS.get(fn)
     if handler is not None:
         result = handler(tx, args, kwargs)

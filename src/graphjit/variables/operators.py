@@ -24,6 +24,7 @@ from .base import VariableTracker, call_python
 from .constant import ConstantVariable
 from .dicts import DictVariable, DictViewVariable, MISSING
 from .objects import UserObjectVariable
+from .random_values import PrologueValueVariable, derived_value
 from .sequences import BaseSequenceVariable, ListVariable, TupleVariable
 from .sets import SetVariable, other_keys
 
@@ -63,6 +64,8 @@ def binary_op(tx, op: Callable, left: VariableTracker, right: VariableTracker) -
         return tx.output.call(tx, "call_function", op, [left, right], {})
     if isinstance(left, UserObjectVariable) or isinstance(right, UserObjectVariable):
         return _object_op(tx, op, left, right)
+    if isinstance(left, PrologueValueVariable) or isinstance(right, PrologueValueVariable):
+        return derived_value(tx, _INPLACE_TO_PLAIN.get(op, op), [left, right])
     if isinstance(left, (BaseSequenceVariable, DictVariable, SetVariable, DictViewVariable)) or \
             isinstance(right, (BaseSequenceVariable, DictVariable, SetVariable, DictViewVariable)):
         return _container_op(tx, op, left, right)
@@ -173,6 +176,8 @@ def unary_op(tx, op: Callable, value: VariableTracker) -> VariableTracker:
         return tx.output.call(tx, "call_function", op, [value], {})
     if op is operator.not_:
         return ConstantVariable(not value.truthiness(tx))
+    if isinstance(value, PrologueValueVariable):
+        return derived_value(tx, op, [value])
     if isinstance(value, UserObjectVariable):
         dunder = {operator.neg: "__neg__", operator.pos: "__pos__", operator.invert: "__invert__"}[op]
         return value.var_getattr(tx, dunder).call_function(tx, [], {})
