@@ -12,6 +12,7 @@ program and inputs through ``torch.compile`` for the side-by-side comparison.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from typing import Any, Callable
 
@@ -73,7 +74,8 @@ def run_case(case: Case, backend: Any = None) -> CompileCounter:
 def dynamo_graph_count(case: Case) -> int:
     """The graphs ``torch.compile`` (counting backend) compiles for ``case``'s calls; its
     errors count as no graph (the comparison is about graph counts, and results are
-    checked against eager by :func:`run_case`)."""
+    checked against eager by :func:`run_case`).  Each call gets fresh copies of the
+    arguments, as :func:`run_case`'s calls do."""
     import torch._dynamo
     from torch._dynamo.testing import CompileCounter as DynamoCounter
 
@@ -84,7 +86,7 @@ def dynamo_graph_count(case: Case) -> int:
         args, kwargs = (inp.args, inp.kwargs) if isinstance(inp, Kw) else (inp, {})
         for _ in range(2):
             try:
-                compiled(*args, **kwargs)
+                compiled(*copy.deepcopy(args), **copy.deepcopy(kwargs))
             except Exception:  # noqa: BLE001
                 pass
     torch._dynamo.reset()

@@ -268,7 +268,7 @@ class TranslatorBase(StackHandlers, LoadStoreHandlers, OpHandlers, ControlHandle
         if code.co_flags & inspect.CO_GENERATOR:
             frame = GeneratorFrame(code, fn_var.get_globals(), self.output, self, bound,
                                    fn_var.get_closure_cells(self), trusted=fn_var.trusted)
-            return GeneratorVariable(frame, fn_var.get_name())
+            return GeneratorVariable(frame, fn_var.get_name(), fn_var=fn_var, args=args, kwargs=kwargs)
         child = InliningTranslator(code, fn_var.get_globals(), self.output, self, bound,
                                    fn_var.get_closure_cells(self), trusted=fn_var.trusted)
         child.run()
@@ -355,18 +355,43 @@ class GeneratorFrame(InliningTranslator):
         self.ip = next(i for i, inst in enumerate(self.instructions) if inst.opname == "RESUME")
         self.yielded: VariableTracker | None = None
         self.exhausted = False
+        self.started = False
+        self.return_value = ConstantVariable(None)
 
     def YIELD_VALUE(self, inst: Instruction) -> None:
         self.yielded = self.pop()
-        self.push(ConstantVariable(None))  # what ``send`` would deliver: next() sends None
+        self.push(ConstantVariable(None))  # replaced by what ``send`` delivers
         self.done = True
 
     def RETURN_VALUE(self, inst: Instruction) -> None:
-        self.pop()
+        self.return_value = self.pop()
         self.exhausted = self.done = True
 
-    def next_value(self, consumer) -> VariableTracker | None:
-        """The next yielded tracker, or ``None`` when the generator is exhausted."""
+    def GET_YIELD_FROM_ITER(self, inst: Instruction) -> None:
+        """``yield from x``: ``iter(x)``, a generator as it is."""
+        self.push(self.make_iterator(self.pop()))
+
+    def SEND(self, inst: Instruction) -> None:
+        """``yield from``'s step: send TOS into the iterator below it; its next item is
+        yielded, or at its end its return value is the expression's value."""
+        value, it = self.pop(), self.stack[-1]
+        if isinstance(it, GeneratorVariable):
+            item = it.frame.next_value(self, value)
+        elif value.is_python_constant() and value.as_python_constant() is None:
+            item = it.next_item(self)
+        else:
+            raise unsupported("send() into an iterator that is not a generator", repr(it))
+        if item is None:
+            self.pop()
+            self.push(it.frame.return_value if isinstance(it, GeneratorVariable) else ConstantVariable(None))
+            self.jump_to(inst.target)
+        else:
+            self.push(item)
+
+    def next_value(self, consumer, sent: VariableTracker | None = None) -> VariableTracker | None:
+        """The next yielded tracker, or ``None`` when the generator is exhausted (its
+        return value is then :attr:`return_value`).  ``sent`` is what the paused
+        ``yield`` evaluates to (``send``); ``None`` for ``next``."""
         if self.exhausted:
             return None
         depth, tx = 0, consumer
@@ -374,6 +399,12 @@ class GeneratorFrame(InliningTranslator):
             depth, tx = depth + 1, tx.parent
         if depth > MAX_INLINE_DEPTH:
             raise unsupported("inlining too deep", f"generator {self.code.co_name}: depth {depth}")
+        if sent is not None:
+            if not self.started and not (sent.is_python_constant() and sent.as_python_constant() is None):
+                raise observed(TypeError, "can't send non-None value to a just-started generator")
+            if self.started:
+                self.stack[-1] = sent
+        self.started = True
         self.parent, self.done, self.yielded = consumer, False, None
         self.run()
         return None if self.exhausted else self.yielded

@@ -33,11 +33,13 @@ from .iterators import (
     ChainVariable,
     EnumerateVariable,
     FilterVariable,
+    GeneratorVariable,
     IteratorVariable,
     ListIteratorVariable,
     MapVariable,
     ZipVariable,
     make_iterator,
+    stop_iteration,
 )
 from .objects import ClassVariable, SuperVariable, UserObjectVariable, new_object
 from .operators import binary_op, contains
@@ -389,7 +391,7 @@ def _chain(tx, args, kwargs):
 def _reversed(tx, args, kwargs):
     if isinstance(args[0], IteratorVariable):
         raise observed(TypeError, f"'{args[0].python_type().__name__}' object is not reversible")
-    return ListIteratorVariable(list(reversed(args[0].unpack(tx))))
+    return ListIteratorVariable(list(reversed(args[0].unpack(tx))), origin=args[0], reverse=True)
 
 
 @register(iter, pure=False)
@@ -407,6 +409,8 @@ def _next(tx, args, kwargs):
         if item is None:
             if len(args) > 1:
                 return args[1]
+            if isinstance(it, GeneratorVariable):
+                raise stop_iteration(it.return_value)
             raise observed(StopIteration)
         return item
     return None

@@ -14,7 +14,7 @@ import itertools
 import types
 
 from ..exc import observed, unsupported
-from .base import ValueMutationNew, VariableTracker
+from .base import MethodVariable, ValueMutationNew, VariableTracker
 from .constant import ConstantVariable
 from .sequences import ListVariable, TupleVariable
 
@@ -40,11 +40,15 @@ class ListIteratorVariable(IteratorVariable):
     """An iterator over known items (tuples, lists, ranges, dict keys)."""
 
     def __init__(self, items: list[VariableTracker] | None = None, *, live: ListVariable | None = None,
-                 **kwargs) -> None:
+                 origin: VariableTracker | None = None, reverse: bool = False, **kwargs) -> None:
         super().__init__(**kwargs)
         self.live = live
         self.items = list(items) if items is not None else None
         self.index = 0
+        # what ``iter()`` (``reversed()`` with ``reverse``) was called on: an escaping
+        # iterator is rebuilt from it, so it has eager's type
+        self.origin, self.reverse = (live if live is not None else origin), reverse
+        self.kind = _iterator_type(self.origin, reverse)
 
     def _seq(self) -> list[VariableTracker]:
         return self.live.items if self.live is not None else self.items
@@ -53,16 +57,29 @@ class ListIteratorVariable(IteratorVariable):
         return f"{self.index}/{len(self._seq())}"
 
     def python_type(self) -> type:
-        return type(iter([])) if self.live is not None else type(iter(()))
+        return self.kind
 
     def children(self) -> list[VariableTracker]:
-        return self._seq()[self.index:] if self.live is None else [self.live]
+        if self.live is not None:
+            return [self.live]
+        return [*self._seq()[self.index:], *([self.origin] if self.origin is not None else [])]
 
     def reconstruct(self, cg) -> None:
-        """A fresh iterator over the items not consumed yet (the same values in order)."""
-        rest = self._seq()[self.index:]
-        cg.reconstruct(TupleVariable(rest))
-        cg.get_iter()
+        """The iterator of eager's type over the items not consumed yet: ``iter(origin)``
+        (or ``reversed``) advanced past the consumed ones; without an origin, a tuple
+        iterator over the remaining items."""
+        if self.origin is None or self.kind is type(iter(())) and self.live is None:
+            cg.reconstruct(TupleVariable(self._seq()[self.index:]))
+            cg.get_iter()
+            return
+        cg.push_null()
+        cg.load_const(_advanced)
+        cg.push_null()
+        cg.load_const(reversed if self.reverse else iter)
+        cg.reconstruct(self.origin)
+        cg.call(1)
+        cg.load_const(self.index)
+        cg.call(2)
 
     def next_item(self, tx=None) -> VariableTracker | None:
         seq = self._seq()
@@ -82,23 +99,70 @@ class GeneratorVariable(IteratorVariable):
     expression): ``frame`` is its suspended frame, run up to its next ``yield`` each time
     an item is taken, so its side effects interleave with the consumer's as in CPython."""
 
-    def __init__(self, frame, name: str, **kwargs) -> None:
-        super().__init__(mutation_type=ValueMutationNew(), **kwargs)
+    def __init__(self, frame, name: str, *, fn_var: VariableTracker | None = None, args: list | None = None,
+                 kwargs: dict | None = None, **kw) -> None:
+        super().__init__(mutation_type=ValueMutationNew(), **kw)
         self.frame, self.name = frame, name
+        self.fn_var, self.args, self.kwargs = fn_var, list(args or ()), dict(kwargs or {})
 
     def _repr_body(self) -> str:
-        return self.name
+        state = "exhausted" if self.frame.exhausted else "started" if self.frame.started else "not started"
+        return f"{self.name}, {state}"
 
     def python_type(self) -> type:
         return types.GeneratorType
 
+    def children(self) -> list[VariableTracker]:
+        return [*self.args, *self.kwargs.values()] if not self.frame.started else []
+
     def next_item(self, tx) -> VariableTracker | None:
         return self.frame.next_value(tx)
 
+    @property
+    def return_value(self) -> VariableTracker:
+        """What the generator returned (valid once exhausted): ``StopIteration.value``."""
+        return self.frame.return_value
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        if name in ("send", "__next__", "__iter__"):
+            return MethodVariable(self, name)
+        raise unsupported("generator attribute", f"generator.{name}",
+                          "Only iteration and send() of generators are traced.")
+
+    def call_method(self, tx, name: str, args: list, kwargs: dict) -> VariableTracker:
+        if name == "__iter__" and not args:
+            return self
+        if name in ("send", "__next__") and not kwargs and len(args) == (name == "send"):
+            item = self.frame.next_value(tx, args[0] if args else None)
+            if item is None:
+                raise stop_iteration(self.return_value)
+            return item
+        return super().call_method(tx, name, args, kwargs)
+
     def reconstruct(self, cg) -> None:
-        raise unsupported("generator escapes the graph", f"generator {self.name} is returned, "
-                          "stored or live across a graph break", "Generators are traced only "
-                          "while they are consumed inside the compiled region.")
+        """A generator not started yet is made again by calling its function with the same
+        arguments (it has done nothing yet); a started one cannot be rebuilt."""
+        if self.frame.started or self.fn_var is None:
+            raise unsupported("generator escapes the graph", f"generator {self.name} is returned, "
+                              "stored or live across a graph break after it started",
+                              "A generator started in compiled code is traced only while it is "
+                              "consumed there.")
+        cg.push_null()
+        cg.reconstruct(self.fn_var)
+        for a in self.args:
+            cg.reconstruct(a)
+        for v in self.kwargs.values():
+            cg.reconstruct(v)
+        cg.call(len(self.args) + len(self.kwargs), tuple(self.kwargs))
+
+
+def stop_iteration(value: VariableTracker):
+    """The ``StopIteration`` an exhausted generator raises (its ``value``: the return value)."""
+    if value.is_python_constant():
+        v = value.as_python_constant()
+        return observed(StopIteration) if v is None else observed(StopIteration, v)
+    raise unsupported("generator return value that is not a constant", repr(value),
+                      "StopIteration.value is modelled for constants only.")
 
 
 class ZipVariable(IteratorVariable):
@@ -289,4 +353,36 @@ def make_iterator(tx, value: VariableTracker) -> VariableTracker:
     if isinstance(value, ListVariable):
         value.items  # the list is consumed: realize (and guard) it
         return ListIteratorVariable(live=value)
-    return ListIteratorVariable(value.unpack(tx))
+    return ListIteratorVariable(value.unpack(tx), origin=value)
+
+
+def _advanced(iterator, n: int):
+    """``iterator`` after ``n`` items were taken (rebuilding a partly consumed one)."""
+    for _ in range(n):
+        next(iterator)
+    return iterator
+
+
+_advanced.__module__ = "graphjit_runtime"
+
+#: an empty instance of each built-in iterable, to learn its iterator types from
+_EMPTY = {tuple: (), list: [], dict: {}, set: set(), frozenset: frozenset(), str: "", bytes: b"",
+          range: range(0), type({}.keys()): {}.keys(), type({}.values()): {}.values(),
+          type({}.items()): {}.items()}
+
+
+def _iterator_type(origin: VariableTracker | None, reverse: bool) -> type:
+    """The type of ``iter(origin)`` (``reversed(origin)``), tuple_iterator if unknown."""
+    fallback = type(iter(()))
+    if origin is None:
+        return fallback
+    try:
+        if origin.is_python_constant():
+            value = origin.as_python_constant()
+        else:
+            value = _EMPTY.get(origin.python_type())
+        if value is None:
+            return fallback
+        return type(reversed(value) if reverse else iter(value))
+    except Exception:
+        return fallback
