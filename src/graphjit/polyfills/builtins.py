@@ -1,5 +1,7 @@
 """Polyfills for the ``builtins`` namespace and the sequence protocol."""
 
+from . import substitute_for
+
 
 def sequence_contains(seq, value):
     """``value in seq`` for a list or tuple: identity, then ``==`` (PySequence_Contains)."""
@@ -88,3 +90,42 @@ def ordered_dict_eq(a, b):
         if ka != kb or not (va is vb or va == vb):
             return False
     return True
+
+
+@substitute_for(dict.fromkeys)
+def dict_fromkeys(iterable, value=None):
+    """``dict.fromkeys(iterable, value=None)``."""
+    d = {}
+    for key in iterable:
+        d[key] = value
+    return d
+
+
+def sorted_by_lt(items, keys, reverse):
+    """A stable merge sort of ``items`` by ``keys`` that compares only with ``<``, as
+    CPython's sort does (``sorted``/``list.sort`` with keys that are not constants).
+    ``reverse`` keeps equal items in their original order, as CPython's does."""
+    order = list(range(len(items)))
+    if reverse:
+        order.reverse()
+    order = _merge_sort(order, keys)
+    if reverse:
+        order.reverse()
+    return [items[i] for i in order]
+
+
+def _merge_sort(order, keys):
+    if len(order) <= 1:
+        return order
+    mid = len(order) // 2
+    left, right = _merge_sort(order[:mid], keys), _merge_sort(order[mid:], keys)
+    out = []
+    i = j = 0
+    while i < len(left) and j < len(right):
+        if keys[right[j]] < keys[left[i]]:
+            out.append(right[j])
+            j += 1
+        else:
+            out.append(left[i])
+            i += 1
+    return out + left[i:] + right[j:]

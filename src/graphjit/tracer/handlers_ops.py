@@ -92,6 +92,11 @@ class OpHandlers:
 
     def STORE_SUBSCR(self, inst) -> None:
         index, container, value = self.pop(), self.pop(), self.pop()
+        self.store_subscript(container, index, value)
+
+    def store_subscript(self, container: VariableTracker, index: VariableTracker,
+                        value: VariableTracker) -> None:
+        """``container[index] = value`` (``STORE_SUBSCR``, ``operator.setitem``)."""
         if container.is_tensor():
             self.output.call(self, "call_function", operator.setitem, [container, index, value], {})
         elif isinstance(container, (ListVariable, DictVariable)):
@@ -104,6 +109,10 @@ class OpHandlers:
 
     def DELETE_SUBSCR(self, inst) -> None:
         index, container = self.pop(), self.pop()
+        self.delete_subscript(container, index)
+
+    def delete_subscript(self, container: VariableTracker, index: VariableTracker) -> None:
+        """``del container[index]`` (``DELETE_SUBSCR``, ``operator.delitem``)."""
         if isinstance(container, (ListVariable, DictVariable)):
             container.delitem(self, index)
         elif isinstance(container, UserObjectVariable):

@@ -29,9 +29,16 @@ from ..exc import Unsupported
 from ..guards.guard import GuardKind
 from ..trace_rules import Rule, is_stdlib_file, trace_rule
 from ..sources import AttrSource, Source
-from .base import MethodVariable, VariableTracker, register_builder_predicate
+from .. import polyfills
+from .base import MethodVariable, VariableTracker, register_builder_by_id, register_builder_predicate
 from .builtins import build_builtin, is_builtin_callable
-from .functions import NoOpFunctionVariable, OpaqueCallableVariable, UserFunctionVariable, UserMethodVariable
+from .functions import (
+    NoOpFunctionVariable,
+    OpaqueCallableVariable,
+    PolyfilledCallableVariable,
+    UserFunctionVariable,
+    UserMethodVariable,
+)
 from .grad_mode import GradModeVariable
 from .torch_function import TorchFunctionVariable, is_torch_callable
 
@@ -63,9 +70,24 @@ def _guard(tx, source, kind, value) -> None:
         tx.output.add_guard(source, kind, value)
 
 
+@register_builder_by_id(*polyfills.originals())
+def build_polyfilled(tx, value: Any, source: Source | None) -> VariableTracker:
+    """A callable with a polyfill: the polyfill is traced (unless a user override says
+    otherwise)."""
+    if trace_rule(value) is not None:
+        return build_callable(tx, value, source)
+    _guard(tx, source, GuardKind.ID_MATCH, value)
+    return PolyfilledCallableVariable(value, polyfills.substitute(value), source=source)
+
+
 @register_builder_predicate(_is_function_like)
 def build_callable(tx, value: Any, source: Source | None) -> VariableTracker:
     rule = trace_rule(value)
+    polyfill = polyfills.substitute(value) if rule is None else None
+    if polyfill is not None:  # a class method of a C type (``dict.fromkeys``)
+        _guard(tx, _attr(source, "__self__"), GuardKind.ID_MATCH, value.__self__)
+        _guard(tx, _attr(source, "__name__"), GuardKind.CONSTANT_MATCH, value.__name__)
+        return PolyfilledCallableVariable(value, polyfill, source=source)
     if rule is not None:
         _guard(tx, source, GuardKind.ID_MATCH, value)
         if rule is Rule.IN_GRAPH:

@@ -42,12 +42,17 @@ from .iterators import (
     stop_iteration,
 )
 from .objects import ClassVariable, SuperVariable, UserObjectVariable, new_object
-from .operators import binary_op, contains
+from .operators import binary_op, contains, unary_op
 from .random_values import PrologueValueVariable, derived_value
 from .sequences import BaseSequenceVariable, DequeVariable, ListVariable, SliceVariable, TupleVariable
 from .sets import SetVariable, other_keys
 
 _HANDLERS: dict[Any, Callable] = {}
+#: the in-place operator functions (``operator.iadd``...): a mutation of a list or set
+_INPLACE_OPERATORS = (operator.iadd, operator.isub, operator.imul, operator.itruediv,
+                      operator.ifloordiv, operator.imod, operator.ipow, operator.imatmul,
+                      operator.iand, operator.ior, operator.ixor, operator.ilshift,
+                      operator.irshift, operator.iconcat)
 
 PURE_BUILTINS = {
     abs, all, any, bool, chr, divmod, float, hash, hex, int, len, max, min, oct, ord, pow,
@@ -123,7 +128,8 @@ _ON_DRAWN_VALUES = {int, float, bool, abs, round, min, max, divmod, pow, str}
 
 def call_builtin(tx, fn, args: list, kwargs: dict) -> VariableTracker:
     """Call builtin ``fn``: its handler, or constant folding, or a graph break."""
-    if fn in _ON_DRAWN_VALUES and not kwargs and any(isinstance(a, PrologueValueVariable) for a in args):
+    if (fn in _ON_DRAWN_VALUES or getattr(fn, "__module__", None) == "math") and not kwargs and \
+            any(isinstance(a, PrologueValueVariable) for a in args):
         return derived_value(tx, fn, args)
     handler = _HANDLERS.get(fn)
     if handler is not None:
@@ -428,9 +434,12 @@ def _sorted(tx, args, kwargs):
         keys = [key.call_function(tx, [i], {}) for i in items]
     else:
         keys = items
-    if not all(k.is_python_constant() for k in keys):
-        return None
     reverse = kwargs["reverse"].as_python_constant() if "reverse" in kwargs else False
+    if not all(k.is_python_constant() for k in keys):
+        if any(k.is_tensor() for k in keys):
+            return None
+        return tx.inline_polyfill(poly.sorted_by_lt, [ListVariable(items), ListVariable(keys),
+                                                      ConstantVariable(bool(reverse))])
     keyed = [(k.as_python_constant(), n) for n, k in enumerate(keys)]
     order = call_python("sorted", sorted, keyed, key=lambda p: p[0], reverse=reverse)
     return ListVariable([items[n] for _, n in order])
@@ -567,8 +576,42 @@ def _binary(op):
 for _op in (operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv,
             operator.mod, operator.pow, operator.matmul, operator.eq, operator.ne, operator.lt,
             operator.le, operator.gt, operator.ge, operator.and_, operator.or_, operator.xor,
-            operator.is_, operator.is_not):
+            operator.is_, operator.is_not, operator.lshift, operator.rshift, operator.concat,
+            *_INPLACE_OPERATORS):
     _binary(_op)
+
+
+def _unary(op, as_op=None):
+    register(op)(lambda tx, args, kwargs: unary_op(tx, as_op or op, args[0]) if len(args) == 1 and not kwargs
+                 else None)
+
+
+for _op in (operator.neg, operator.pos, operator.invert, operator.not_):
+    _unary(_op)
+_unary(operator.inv, operator.invert)
+
+
+@register(operator.truth)
+def _truth(tx, args, kwargs):
+    return call_builtin(tx, bool, list(args), dict(kwargs))
+
+
+@register(operator.setitem, pure=False)
+def _setitem(tx, args, kwargs):
+    """``operator.setitem(obj, key, value)``: a store into the traced object (never a
+    call at trace time on a copy)."""
+    if len(args) != 3 or kwargs:
+        return None
+    tx.store_subscript(args[0], args[1], args[2])
+    return ConstantVariable(None)
+
+
+@register(operator.delitem, pure=False)
+def _delitem(tx, args, kwargs):
+    if len(args) != 2 or kwargs:
+        return None
+    tx.delete_subscript(args[0], args[1])
+    return ConstantVariable(None)
 
 
 @register(operator.getitem)

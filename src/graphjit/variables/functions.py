@@ -236,6 +236,47 @@ class OpaqueCallableVariable(VariableTracker):
         )
 
 
+class PolyfilledCallableVariable(VariableTracker):
+    """A builtin or standard-library callable with a polyfill (``polyfills/``): calling it
+    traces the polyfill.  The value itself is what is reconstructed and compared."""
+
+    def __init__(self, value: Any, polyfill: Any, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.value, self.polyfill = value, polyfill
+
+    def _repr_body(self) -> str:
+        return f"{_qualname(self.value)} as {self.polyfill.__module__}.{self.polyfill.__qualname__}"
+
+    def python_type(self) -> type:
+        return type(self.value)
+
+    def is_python_constant(self) -> bool:
+        return True
+
+    def as_python_constant(self):
+        return self.value
+
+    def identity(self):
+        return self.value
+
+    def call_function(self, tx, args, kwargs) -> VariableTracker:
+        if isinstance(self.polyfill, type):  # a class standing for a C type: instantiated
+            return VariableTracker.build(tx, self.polyfill).call_function(tx, list(args), dict(kwargs))
+        result = tx.inline_polyfill(self.polyfill, list(args), dict(kwargs))
+        if getattr(result, "escapes_as", False) is None:  # a generator of the polyfill
+            result.escapes_as = self.value
+        return result
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        return VariableTracker.build(tx, getattr(self.value, name))
+
+    def has_attr(self, tx, name: str) -> bool:
+        return hasattr(self.value, name)
+
+    def reconstruct(self, cg) -> None:
+        cg.load_const(self.value)
+
+
 class NoOpFunctionVariable(VariableTracker):
     """A function whose call only does bookkeeping that does not concern the traced
     program (TorchDynamo's module generation tags): calling it returns ``None``."""

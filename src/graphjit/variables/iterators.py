@@ -104,12 +104,17 @@ class GeneratorVariable(IteratorVariable):
         super().__init__(mutation_type=ValueMutationNew(), **kw)
         self.frame, self.name = frame, name
         self.fn_var, self.args, self.kwargs = fn_var, list(args or ()), dict(kwargs or {})
+        #: set to the original callable when a polyfill made this generator (it stands
+        #: for that callable's iterator, e.g. ``itertools.product``'s): not rebuilt
+        self.escapes_as = None
 
     def _repr_body(self) -> str:
         state = "exhausted" if self.frame.exhausted else "started" if self.frame.started else "not started"
         return f"{self.name}, {state}"
 
     def python_type(self) -> type:
+        if isinstance(self.escapes_as, type):
+            return self.escapes_as
         return types.GeneratorType
 
     def children(self) -> list[VariableTracker]:
@@ -142,6 +147,11 @@ class GeneratorVariable(IteratorVariable):
     def reconstruct(self, cg) -> None:
         """A generator not started yet is made again by calling its function with the same
         arguments (it has done nothing yet); a started one cannot be rebuilt."""
+        if self.escapes_as is not None:
+            raise unsupported("iterator of a polyfilled callable escapes the graph",
+                              f"{getattr(self.escapes_as, '__qualname__', self.escapes_as)} iterator is "
+                              "returned, stored or live across a graph break",
+                              "It is traced as a Python generator, which is not its type.")
         if self.frame.started or self.fn_var is None:
             raise unsupported("generator escapes the graph", f"generator {self.name} is returned, "
                               "stored or live across a graph break after it started",

@@ -485,7 +485,7 @@ class PythonModuleVariable(VariableTracker):
             value = getattr(self.module, name)
         except AttributeError:
             raise observed(AttributeError, f"module '{self.module.__name__}' has no attribute '{name}'") from None
-        stable = _is_stable_module(self.module)
+        stable = _is_stable_module(self.module) and _is_stable_value(value)
         source = None if stable or self.source is None else AttrSource(self.source, name)
         return VariableTracker.build(tx, value, source)
 
@@ -501,6 +501,14 @@ def _is_stable_module(module: types.ModuleType) -> bool:
     only the module itself is guarded (as TorchDynamo does)."""
     name = module.__name__.split(".")[0]
     return name == "torch" or name in sys.stdlib_module_names
+
+
+def _is_stable_value(value) -> bool:
+    """Functions, classes, submodules and constants of a stable module are assumed fixed;
+    other objects there are state a program may swap (``sys.stdout`` under
+    ``contextlib.redirect_stdout``) and are read through their attribute, and guarded."""
+    return callable(value) or isinstance(value, (types.ModuleType, type, int, float, str, bytes,
+                                                 type(None), torch.dtype, torch.device))
 
 
 @register_builder(object)

@@ -203,10 +203,27 @@ def derived_value(tx, fn, args: list) -> PrologueValueVariable:
     return PrologueValueVariable(step, ptype if ptype in (int, float, bool, str, tuple) else None)
 
 
+_WIDEST = {"float": torch.float64, "int": torch.int64, "complex": torch.complex128, "bool": torch.bool}
+
+
+def _category(dtype: torch.dtype) -> str:
+    if dtype is torch.bool:
+        return "bool"
+    if dtype.is_complex:
+        return "complex"
+    return "float" if dtype.is_floating_point else "int"
+
+
 def scalar_input_dtype(tensor_example: torch.Tensor, ptype: type) -> torch.dtype:
     """The dtype a 0-d tensor standing for a Python ``ptype`` scalar must have so that an
-    op with ``tensor_example`` promotes as it does with the scalar."""
-    return torch.result_type(tensor_example, ptype(1))
+    op with ``tensor_example`` promotes as it does with the scalar and sees its full value:
+    the widest dtype of the result's category when the tensor is of that category already
+    (a 0-d operand then does not promote it; CPU kernels read it at its own precision, as
+    they read a Python scalar), else the result's dtype itself."""
+    result = torch.result_type(tensor_example, ptype(1))
+    if tensor_example.dim() > 0 and _category(tensor_example.dtype) == _category(result):
+        return _WIDEST[_category(result)]
+    return result
 
 
 def lift_to_graph(tx, var: PrologueValueVariable, tensor_example: torch.Tensor) -> TensorVariable:
