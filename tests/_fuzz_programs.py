@@ -18,8 +18,8 @@ branches on Python values and on tensors; ``break``/``continue``; ``try``/``exce
 ``else``/``finally`` around operations that really raise; ``with`` blocks; global and
 class-attribute writes; now and then a ``print`` or ``.item()`` (graph breaks).
 
-``run_one(seed)`` runs the program eagerly and compiled by graphjit, three calls (inputs
-0, the same again, then inputs 1) on deep copies, and compares everything observable.
+``run_one(seed)`` runs the program eagerly and compiled by graphjit, four calls (inputs
+0, the same again, inputs 1, inputs 0) on deep copies, and compares everything observable.
 ``python tests/_fuzz_programs.py --start 0 --count 10000`` runs a range of seeds;
 ``--show SEED`` prints a program; ``--minimize SEED`` shrinks a mismatching one.
 """
@@ -61,17 +61,23 @@ GEN = "gen"     # a generator of ints (partly consumed as the program goes)
 LOG = "log"     # prog's list of strings (appended to, returned)
 CT = "closure"  # a closure tensor -> tensor
 CI = "counter"  # a closure () -> int that bumps a nonlocal int
+CB = "callable" # a callable int -> int (a bound method, a partial, a lambda, abs)
 
 KEYS = ("a", "b", "c", "k")
 ALL_KEYS = KEYS + ("zz",)  # "zz" is in no input dict
 EXC_TYPES = ("KeyError", "IndexError", "ZeroDivisionError", "ValueError", "LookupError",
              "ArithmeticError", "Exception", "RuntimeError", "(KeyError, IndexError)",
              "(ZeroDivisionError, ValueError)", "Flag")
+#: statements a program may lean on (see _Gen.focus)
+_FOCUSABLE = ["s_inplace", "s_list_op", "s_dict_op", "s_attr", "s_if", "s_for", "s_while", "s_try",
+              "s_with", "s_mutating_loop", "s_break_point", "s_closure", "s_gen", "s_break",
+              "s_return", "s_callable", "s_vars", "s_del", "s_global", "s_tensors_op"]
 PREFIX = {T: "t", S: "s", I: "n", F: "f", B: "b", STR: "k", L: "l", D: "d", SET: "st",
           TL: "ts", GEN: "g"}
 
 PRELUDE = '''\
 import contextlib
+import functools
 import math
 
 import torch
@@ -177,6 +183,7 @@ class _Fn:
         self.helpers = helpers    # how many of gen.helpers this function may call
         self.ret = ret            # a helper's return kind
         self.global_writes: set[str] = set()
+        self.closures = False     # a nested function exists (no `del` then: it may need the name)
         for name, kind in params:
             self.define(name, kind)
 
@@ -238,6 +245,8 @@ class _Gen:
         self.helpers: list[dict] = []     # {"name", "params": [(name, kind)], "ret", "defaults"}
         self.generators: list[str] = []   # generator functions gen(n) of ints
         self.defs: list[str] = []
+        # each program leans on a few kinds of statement (weights x4): more variety
+        self.focus = set(self.r.sample(_FOCUSABLE, 3))
 
     def fresh(self, prefix: str) -> str:
         n = self.counts.get(prefix, 0)
@@ -372,6 +381,11 @@ class _Gen:
                 return f"{box}.total"
         if choice == 9:
             return f"({a()} > 0).sum().float()"
+        if choice == 10:  # shapes or values from data or from Python containers
+            return one(f"{a()}[{a()} > 0].sum()", f"{a()}.nonzero().float().sum()",
+                       f"torch.tensor({self.ex(f, L, d)} + [0.0]).sum()",
+                       f"torch.tensor(sorted({self.ex(f, D, d)}.values()) + [1.0]).mean()",
+                       f"{a()}[torch.tensor([0, 2])].sum()", f"({a()}[{self.ex(f, L, 0)}[0] % 3] if {self.ex(f, L, 0)} else {a()}[0])")
         return f.pick(S)
 
     def ex_int(self, f: _Fn, depth: int) -> str | None:
@@ -458,7 +472,7 @@ class _Gen:
         if choice == 30:  # bits and powers of small ints
             return one(f"(({a()} % 8) << 2)", f"({a()} >> 1)", f"({a()} & {a()})", f"({a()} | 6)",
                        f"({a()} ^ {a()})", f"(~{a()})", f"(({a()} % 5) ** 2)", f"pow({a()}, 2, 7)",
-                       f"{a()}.bit_length()", f"(True + {a()})")
+                       f"({a()}).bit_length()", f"(True + {a()})")
         if choice == 31:
             return one(f"len(range({a()} % 5, 9, 2))", f"range(10)[{a()} % 5]", f"sum(range({a()} % 6))",
                        f"(lambda q: q * 2 + 1)({a()})", f"sorted({lst()} + [0], key=lambda e: -e)[0]",
@@ -470,6 +484,18 @@ class _Gen:
         if choice == 33:
             s = self.ex(f, SET, d)
             return one(f"max({s}, default=0)", f"min({s} | {{0}})")
+        if choice == 34:
+            c = f.pick(CB)
+            if c is not None:
+                return one(f"{c}({a()})", f"max({lst()}, key={c}, default=0)", f"sum(map({c}, {lst()}))")
+        if choice == 35:
+            box = f.pick(BOX)
+            if box is not None:
+                return one(f"vars({box}).get('c', 0)", "Box.scale", f"type({box}).scale",
+                           f"getattr({box}, 'a' if {self.ex(f, B, d)} else 'scale')", f"len({box}.__dict__)")
+        if choice == 36 and self.chance(0.3):
+            t = self.ex(f, T, d)
+            return one(f"len({t}.nonzero())", f"{t}[{t} > 0].numel()")
         return f.pick(I)
 
     def ex_float(self, f: _Fn, depth: int) -> str | None:
@@ -497,6 +523,9 @@ class _Gen:
                        f"sum({self.ex(f, T, d)}.tolist())", f"{self.ex(f, T, d)}.tolist()[{self.ex(f, I, 0)} % 3]")
         if choice == 9:
             return f"({a()} if {self.ex(f, B, d)} else {a()})"
+        if choice == 10:  # signed zeros and nans
+            return one(f"math.copysign(1.0, {a()})", f"(float('nan') if {self.ex(f, B, d)} else {a()})",
+                       f"({self.ex(f, S, d)} * 0.0).item()", f"({a()} * 0.0)")
         return f.pick(F)
 
     def ex_bool(self, f: _Fn, depth: int) -> str | None:
@@ -561,6 +590,11 @@ class _Gen:
             return one(f"{self.ex(f, STR, d)}.upper()", f"({self.ex(f, STR, d)} + 'x')",
                        f"'-'.join([{self.ex(f, STR, d)}, {self.ex(f, STR, d)}])", f"{self.ex(f, STR, d)}[::-1]",
                        f"({self.ex(f, STR, d)} * 2)", f"{self.ex(f, STR, d)}.zfill(3)")
+        if choice == 6:
+            box = f.pick(BOX)
+            if box is not None:
+                return one(f"','.join(vars({box}))", f"type({box}).__name__", f"str({self.ex(f, F, d)})",
+                           f"('%.2f' % {self.ex(f, F, d)})", f"repr({self.ex(f, F, d)})")
         if choice == 5:
             return one(f"','.join(map(str, {self.ex(f, L, d)}))", f"'{{}}/{{}}'.format({self.ex(f, I, d)}, 'q')",
                        f"sorted({self.ex(f, D, d)} or {{'a': 0}})[0]")
@@ -602,6 +636,10 @@ class _Gen:
                 return f"list({g})"
         if choice == 10 and self.chance(0.3):  # data-dependent
             return f"[int(v > 0) for v in {self.ex(f, T, d)}.tolist()]"
+        if choice == 11:
+            c = f.pick(CB)
+            if c is not None:
+                return one(f"list(map({c}, {lst()}))", f"sorted({lst()}, key={c})")
         return f.pick(L)
 
     def ex_dict(self, f: _Fn, depth: int) -> str | None:
@@ -664,7 +702,8 @@ class _Gen:
         return self.one(f"{t()}.sum() > 0", f"{self.ex(f, S, depth)} > {self.ex(f, F, 0)}",
                         f"({t()} > {t()}).any()", f"{t()}.mean() < {self.ex(f, I, 0)}",
                         f"({t()} > 0).all()", f"{self.ex(f, S, depth)} > 0", f"{t()}.sum().item() > 0",
-                        f"{t()}.any()", f"{self.ex(f, S, depth)}")
+                        f"{t()}.any()", f"{self.ex(f, S, depth)}", f"not ({t()} > 1).any()",
+                        f"({t()}.sum() > 0) and {self.ex(f, B, 0)}", f"{t()}.max() > {t()}.min() + 1")
 
     def cond(self, f: _Fn) -> str:
         if self.chance(0.3):
@@ -689,6 +728,11 @@ class _Gen:
                 value = self.ex(f, kind, depth)
             keyword = keyword or self.chance(0.15)  # once by keyword, the rest too
             args.append(f"{name}={value}" if keyword else value)
+        if self.chance(0.1) and not keyword:  # unpacked from a list
+            return f"{h['name']}(*[{', '.join(args)}])"
+        if self.chance(0.1):  # unpacked from a dict
+            items = [a if "=" in a.split("(")[0] else f"{p}={a}" for a, (p, _) in zip(args, h["params"])]
+            return f"{h['name']}(**dict({', '.join(items)}))"
         return f"{h['name']}({', '.join(args)})"
 
     def write_helper(self) -> None:
@@ -707,7 +751,8 @@ class _Gen:
         f.emit(f"return {self.ret_value(f)}")
         sig = ", ".join(p if k < len(params) - defaults else f"{p}={1 if kind == I else 0.5}"
                         for k, (p, kind) in enumerate(params))
-        self.defs.append(self.function_text(f, f"def {name}({sig}):"))
+        deco = "@torch.no_grad()\n" if self.chance(0.07) else ""
+        self.defs.append(self.function_text(f, f"{deco}def {name}({sig}):"))
         self.helpers.append({"name": name, "params": params, "ret": ret, "defaults": defaults})
 
     def ret_value(self, f: _Fn) -> str:
@@ -750,9 +795,11 @@ class _Gen:
             (2, self.s_unpack), (1, self.s_global), (2, self.s_break_point),
             (2 if f.is_prog else 0, self.s_closure), (1, self.s_box), (1, self.s_gen),
             (3 if f.loops else 0, self.s_break), (1, self.s_raise), (1, self.s_return),
+            (1, self.s_callable), (1, self.s_vars), (1, self.s_del),
         ]
+        weights = [w * 4 if fn.__name__ in self.focus else w for w, fn in table]
         for _ in range(30):
-            fn = self.r.choices([fn for _, fn in table], [w for w, _ in table])[0]
+            fn = self.r.choices([fn for _, fn in table], weights)[0]
             if fn(f) is not False:
                 return
 
@@ -1243,6 +1290,7 @@ class _Gen:
 
     def s_closure(self, f: _Fn):
         r = self.r
+        f.closures = True
         if self.chance(0.5):
             c, v = self.fresh("c"), self.fresh("v")
             f.scopes.append({v: T})
@@ -1264,6 +1312,36 @@ class _Gen:
                 f.emit(f"{n} = ({n} + {r.randint(1, 3)}) % 1000")
                 f.emit(f"return {n}")
             f.define(c, CI)
+
+    def s_callable(self, f: _Fn):
+        c = self.fresh("cb")
+        box = f.pick(BOX)
+        options = ["abs", f"functools.partial(max, {self.ex(f, I, 1)})", f"(lambda q: q * {self.ex(f, I, 0)})",
+                   f"functools.partial(pow, exp=2, mod=7)"]
+        if box is not None:
+            options.append(f"{box}.bump")
+        f.emit(f"{c} = {self.r.choice(options)}")
+        f.define(c, CB)
+
+    def s_vars(self, f: _Fn):
+        """The instance dict itself, read and written."""
+        box = f.pick(BOX)
+        if box is None:
+            return False
+        f.emit(self.one(f"vars({box})['c'] = {self.ex(f, I, 1)}", f"{box}.__dict__.pop('c', None)",
+                        f"vars({box}).update(c={self.ex(f, I, 1)})", f"{box}.__dict__['scale'] = 3"))
+
+    def s_del(self, f: _Fn):
+        """``del`` of a name bound in this block (no closure may need it later)."""
+        if f.closures:
+            return False
+        names = [n for n, k in f.scopes[-1].items() if "." not in n and n not in f.readonly
+                 and k in (T, S, I, F, B, STR, L, D, SET, TL, GEN)]
+        if not names:
+            return False
+        name = self.r.choice(names)
+        f.emit(f"del {name}")
+        del f.scopes[-1][name]
 
     def s_box(self, f: _Fn):
         b = self.fresh("bx")
@@ -1491,8 +1569,9 @@ def _compare(ns, fn, compiled, args) -> str | None:
     return None
 
 
-#: the calls each program gets: inputs 0, the same again (the cached entry), inputs 1
-CALLS = (0, 0, 1)
+#: the calls each program gets: inputs 0, the same again (the cached entry), inputs 1,
+#: inputs 0 once more (an older entry)
+CALLS = (0, 0, 1, 0)
 
 
 def run_one(seed: int, backend="eager", *, source: str | None = None, timeout: float = 60.0,

@@ -123,16 +123,19 @@ def is_skipped_file(filename: str) -> bool:
 
 
 #: Standard-library modules whose Python code traced code inlines like user code (plain
-#: Python over objects graphjit models: context-manager helpers, dataclass helpers)
-INLINED_STDLIB = frozenset({"contextlib.py", "dataclasses.py"})
+#: Python over objects graphjit models: context-manager helpers, dataclass helpers,
+#: ``Counter``'s methods), by file name or package/file
+INLINED_STDLIB = frozenset({"contextlib.py", "dataclasses.py", "collections/__init__.py"})
 
 
 def is_stdlib_file(filename: str) -> bool:
     """Part of the standard library on disk, other than :data:`INLINED_STDLIB`?  (Traced
     code also inlines the frozen modules, ``_collections_abc``'s ``Mapping.get`` for
     example; eager code calls all of them as they are.)"""
-    return filename.startswith(_STDLIB_DIRS) and "-packages" not in filename and \
-        os.path.basename(filename) not in INLINED_STDLIB
+    if not filename.startswith(_STDLIB_DIRS) or "-packages" in filename:
+        return False
+    parts = filename.replace(os.sep, "/").rsplit("/", 2)
+    return parts[-1] not in INLINED_STDLIB and "/".join(parts[-2:]) not in INLINED_STDLIB
 
 
 def _set_rule(fn: Any, rule: Rule) -> None:

@@ -24,7 +24,6 @@ from ..variables import (
 from ..variables.dicts import items_of, key_of
 from ..variables.iterators import make_iterator
 from ..variables.operators import binary_op, contains, unary_op
-from ..variables.sets import other_keys
 
 _NB_NAMES = {
     "ADD": "add", "AND": "and_", "FLOOR_DIVIDE": "floordiv", "LSHIFT": "lshift",
@@ -154,7 +153,7 @@ class OpHandlers:
         self.push(ListVariable(self.popn(inst.arg)))
 
     def BUILD_SET(self, inst) -> None:
-        self.push(SetVariable({key_of(v) for v in self.popn(inst.arg)}))
+        self.push(SetVariable([key_of(v) for v in self.popn(inst.arg)]))  # added in order
 
     def BUILD_MAP(self, inst) -> None:
         flat = self.popn(2 * inst.arg)
@@ -187,11 +186,11 @@ class OpHandlers:
 
     def SET_ADD(self, inst) -> None:
         value = self.pop()
-        self.stack[-inst.arg].keys.add(key_of(value))
+        self.stack[-inst.arg].call_method(self, "add", [value], {})
 
     def SET_UPDATE(self, inst) -> None:
         value = self.pop()
-        self.stack[-inst.arg].keys.update(other_keys(self, value))
+        self.stack[-inst.arg].call_method(self, "update", [value], {})
 
     def LIST_TO_TUPLE(self, inst) -> None:
         self.push(TupleVariable(self.pop().items))

@@ -65,6 +65,13 @@ class ConstantVariable(VariableTracker):
         return VariableTracker.build(tx, attr)
 
     def call_method(self, tx, name: str, args: list, kwargs: dict) -> VariableTracker:
+        if name == "join" and isinstance(self.value, (str, bytes)) and len(args) == 1 and not kwargs \
+                and not args[0].is_python_constant():
+            # ``sep.join(iterator)``: the items, taken as iteration takes them
+            items = tx.make_iterator(args[0]).unpack(tx)
+            if not all(i.is_python_constant() for i in items):
+                raise unsupported("str.join of non-constant items", repr(items))
+            args = [ConstantVariable(tuple(i.as_python_constant() for i in items))]
         cargs, ckwargs = check_constant_args(f"{type(self.value).__name__}.{name}", args, kwargs)
         fn = call_python("getattr", getattr, self.value, name)
         return VariableTracker.build(tx, call_python(name, fn, *cargs, **ckwargs))

@@ -18,12 +18,13 @@ Keys are hashable trace-time constants (strings, numbers, classes, functions).  
 from __future__ import annotations
 
 import collections
+import types
 from typing import Any
 
 from ..exc import ObservedException, observed, unsupported
 from ..guards.guard import GuardKind
 from ..polyfills import builtins as poly
-from ..sources import GetItemSource, GlobalSource, Source
+from ..sources import AttrSource, ConstSource, GetItemSource, GlobalSource, Source
 from .base import (
     MethodVariable,
     ValueMutationExisting,
@@ -61,7 +62,8 @@ class DictVariable(VariableTracker):
     """A dict; see the module docstring.  ``backing`` is the real dict of a pre-existing one."""
 
     def __init__(self, items: dict | None = None, *, backing: dict | None = None,
-                 mutation_type=None, user_cls: type = dict, **kwargs) -> None:
+                 mutation_type=None, user_cls: type = dict,
+                 default_factory: VariableTracker | None = None, **kwargs) -> None:
         existing = backing is not None
         super().__init__(mutation_type=mutation_type or (
             ValueMutationExisting() if existing else ValueMutationNew()), **kwargs)
@@ -72,6 +74,8 @@ class DictVariable(VariableTracker):
         self._ops: list[tuple[Any, Any]] = []  # the same, in program order (for realizing)
         self._known: dict[Any, VariableTracker] = {}  # values read from ``backing``
         self.written: set = set()  # keys written or deleted in this trace (pre-existing dicts)
+        #: a defaultdict's factory (``None`` for other dicts)
+        self.default_factory = default_factory
 
     def _repr_body(self) -> str:
         if self._items is None:
@@ -182,6 +186,8 @@ class DictVariable(VariableTracker):
 
     # -- protocol -----------------------------------------------------------------------
     def var_getattr(self, tx, name: str) -> VariableTracker:
+        if name == "default_factory" and issubclass(self.user_cls, collections.defaultdict):
+            return self.default_factory or ConstantVariable(None)
         if callable(getattr(self.user_cls, name, None)):
             return MethodVariable(self, name)
         raise observed(AttributeError, f"'{self.user_cls.__name__}' object has no attribute '{name}'")
@@ -193,8 +199,42 @@ class DictVariable(VariableTracker):
         key = key_of(index)
         value = self.lookup(tx, key)
         if value is MISSING:
-            raise observed(KeyError, key)
+            return self._missing(tx, index, key)
         return value
+
+    def _missing(self, tx, index: VariableTracker, key: Any) -> VariableTracker:
+        """``d[key]`` for a missing key: a defaultdict's factory (the new value is stored),
+        a Python ``__missing__`` (``Counter``'s), or ``KeyError``."""
+        if issubclass(self.user_cls, collections.defaultdict) and \
+                self.user_cls.__missing__ is collections.defaultdict.__missing__:
+            factory = self.default_factory
+            if factory is None or (factory.is_python_constant() and factory.as_python_constant() is None):
+                raise observed(KeyError, key)
+            value = factory.call_function(tx, [], {})
+            self.setitem_key(tx, key, value)
+            return value
+        missing = self.python_method(tx, "__missing__")
+        if missing is not None:
+            return missing.call_function(tx, [self, index], {})
+        raise observed(KeyError, key)
+
+    def python_method(self, tx, name: str) -> VariableTracker | None:
+        """The function ``name`` of a dict subclass written in Python (``Counter.update``),
+        to be inlined with this dict as ``self``; ``None`` for dict's own methods."""
+        if self.user_cls in (dict, collections.OrderedDict):
+            return None
+        for klass in self.user_cls.__mro__:
+            raw = klass.__dict__.get(name, MISSING)
+            if raw is MISSING:
+                continue
+            if klass in (dict, collections.OrderedDict, collections.defaultdict, object):
+                return None
+            if isinstance(raw, classmethod):
+                raise unsupported("class method of a dict subclass", f"{self.user_cls.__qualname__}.{name}")
+            if isinstance(raw, types.FunctionType):
+                return VariableTracker.build(tx, raw, AttrSource(ConstSource(klass, klass.__qualname__), name))
+            return None
+        return None
 
     def setitem(self, tx, index: VariableTracker, value: VariableTracker) -> None:
         self.setitem_key(tx, key_of(index), value)
@@ -203,9 +243,16 @@ class DictVariable(VariableTracker):
         self.delitem_key(tx, key_of(index))
 
     def call_method(self, tx, name: str, args: list, kwargs: dict) -> VariableTracker:
+        override = self.python_method(tx, name)
+        if override is not None:
+            return override.call_function(tx, [self, *args], kwargs)
+        return self.call_dict_method(tx, name, args, kwargs)
+
+    def call_dict_method(self, tx, name: str, args: list, kwargs: dict) -> VariableTracker:
+        """``dict``'s own method ``name`` (not a subclass's override: ``super().update``)."""
         method = _DICT_METHODS.get(name)
         if method is None:
-            raise unsupported("unsupported dict method", f"dict.{name}")
+            raise unsupported("unsupported dict method", f"{self.user_cls.__qualname__}.{name}")
         return method(self, tx, *args, **kwargs)
 
     def _get(self, tx, key, default=None):
@@ -272,7 +319,8 @@ class DictVariable(VariableTracker):
         return ConstantVariable(None)
 
     def _copy(self, tx):
-        return DictVariable(dict(self.realize_items(tx)), user_cls=self.user_cls)
+        return DictVariable(dict(self.realize_items(tx)), user_cls=self.user_cls,
+                            default_factory=self.default_factory)
 
     def _view(kind: str):
         def method(self, tx):
@@ -320,7 +368,20 @@ class DictVariable(VariableTracker):
             cg.extend(self.source.reconstruct())
             return
         if self.user_cls not in (dict, collections.OrderedDict):
-            raise unsupported("cannot reconstruct", f"a new {self.user_cls.__qualname__}")
+            # a subclass: made without running its __init__, then filled (rebuild_dict)
+            cg.push_null()
+            cg.load_const(rebuild_dict)
+            cg.load_const(self.user_cls)
+            for k, v in self._items.items():
+                cg.load_const(k)
+                cg.reconstruct(v)
+            cg.build(dict, len(self._items))
+            if self.default_factory is not None:
+                cg.reconstruct(self.default_factory)
+            else:
+                cg.load_const(None)
+            cg.call(3)
+            return
         if self.user_cls is not dict:
             cg.push_null()
             cg.load_const(self.user_cls)
@@ -355,6 +416,19 @@ def items_of(tx, other: VariableTracker) -> list[tuple[Any, VariableTracker]]:
         k, v = item.unpack(tx)
         pairs.append((key_of(k), v))
     return pairs
+
+
+def rebuild_dict(cls: type, items: dict, default_factory=None) -> dict:
+    """A new ``cls`` (a dict subclass) holding ``items``, made as the trace made it: its
+    ``__init__`` already ran in the trace, so it is not run again."""
+    d = cls.__new__(cls)
+    dict.update(d, items)
+    if default_factory is not None:
+        d.default_factory = default_factory
+    return d
+
+
+rebuild_dict.__module__ = "graphjit_runtime"
 
 
 class DictViewVariable(VariableTracker):
@@ -404,11 +478,15 @@ class DictViewVariable(VariableTracker):
         cg.append_method_call(self.kind, 0)
 
 
-@register_builder(dict, collections.OrderedDict, exact=True)
+@register_builder(dict, collections.OrderedDict, collections.defaultdict, collections.Counter, exact=True)
 def _build_dict(tx, value: dict, source):
     if source is not None:
         tx.output.add_guard(source, GuardKind.TYPE_MATCH, type(value))
-    return DictVariable(backing=value, source=source, user_cls=type(value))
+    factory = None
+    if isinstance(value, collections.defaultdict):
+        factory = VariableTracker.build(tx, value.default_factory,
+                                        AttrSource(source, "default_factory") if source is not None else None)
+    return DictVariable(backing=value, source=source, user_cls=type(value), default_factory=factory)
 
 
 class GlobalsDictVariable(DictVariable):

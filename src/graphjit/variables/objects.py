@@ -16,6 +16,7 @@ set after every new object exists (so cycles work): see ``PyCodegen`` in ``graph
 from __future__ import annotations
 
 import abc
+import collections
 import enum
 import sys
 import types
@@ -359,6 +360,8 @@ def instantiate(tx, cls_var: ClassVariable, args: list, kwargs: dict) -> Variabl
         raise unsupported("metaclass __call__", f"{cls.__qualname__}(...)")
     if issubclass(cls, BaseException):
         return _make_exception(cls, args, kwargs)
+    if issubclass(cls, dict) and cls.__new__ is dict.__new__:
+        return _make_dict(tx, cls, args, kwargs)
     new = proto.type_attr_raw(cls, "__new__")
     if new is object.__new__:
         obj = new_object(tx, cls)
@@ -375,6 +378,34 @@ def instantiate(tx, cls_var: ClassVariable, args: list, kwargs: dict) -> Variabl
         elif new is object.__new__:  # object() takes no arguments
             _object_init(tx, obj, *args, **kwargs)
     return obj
+
+
+def _make_dict(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
+    """An instance of a dict subclass (``defaultdict``, ``Counter``, a user's): a new dict
+    tracker of that class, then its ``__init__`` (a Python one is traced)."""
+    factory = None
+    if issubclass(cls, collections.defaultdict):
+        if args:
+            factory, args = args[0], list(args[1:])
+            if not (factory.is_python_constant() and factory.as_python_constant() is None) and \
+                    not callable_tracker(factory):
+                raise observed(TypeError, "first argument must be callable or None")
+    obj = DictVariable({}, user_cls=cls, default_factory=factory)
+    init = proto.type_attr_raw(cls, "__init__")
+    if isinstance(init, types.FunctionType):
+        VariableTracker.build(tx, init, AttrSource(ConstSource(cls, cls.__qualname__), "__init__")) \
+            .call_function(tx, [obj, *args], kwargs)
+    else:
+        obj.call_method(tx, "update", list(args), kwargs)
+    return obj
+
+
+def callable_tracker(var: VariableTracker) -> bool:
+    try:
+        return var.python_type() is not None and (callable(var.as_python_constant()) if var.is_python_constant()
+                                                  else hasattr(var.python_type(), "__call__"))
+    except Exception:
+        return True
 
 
 def _make_exception(cls: type, args: list, kwargs: dict) -> VariableTracker:
@@ -447,6 +478,11 @@ class SuperBuiltinMethodVariable(VariableTracker):
     def call_function(self, tx, args, kwargs) -> VariableTracker:
         if self.name == "__new__":
             return tx.call_python_builtin(object.__new__, args, kwargs)
+        owner = getattr(self.raw, "__objclass__", None)
+        if isinstance(self.obj, DictVariable) and owner in (dict, collections.OrderedDict, collections.defaultdict):
+            # ``super().__init__(...)``/``super().update(...)`` of a dict subclass
+            return self.obj.call_dict_method(tx, "update" if self.name == "__init__" else self.name,
+                                             list(args), dict(kwargs))
         method = _OBJECT_METHODS.get(self.name)
         if method is None or getattr(object, self.name, None) is not self.raw:
             raise unsupported("super() call to a C-level method", f"super().{self.name}")

@@ -103,6 +103,11 @@ def _container_op(tx, op, left, right) -> VariableTracker:
                 else unary_op(tx, operator.not_, result)
         return result
     if _set_like(left) and _set_like(right):
+        if isinstance(left, SetVariable) and op in _SET_INPLACE and not left.frozen:
+            left.call_method(tx, _SET_INPLACE[op], [right], {})  # ``s |= t``: s itself
+            return left
+        if isinstance(left, SetVariable) and base_op in _SET_DUNDERS and isinstance(right, SetVariable):
+            return left.apply(tx, _SET_DUNDERS[base_op], [right])
         value = call_python(_name(base_op), base_op, other_keys(tx, left), other_keys(tx, right))
         return SetVariable(value) if isinstance(value, (set, frozenset)) else ConstantVariable(value)
     if isinstance(left, DictVariable) and isinstance(right, DictVariable) and base_op is operator.or_:
@@ -117,6 +122,12 @@ def _container_op(tx, op, left, right) -> VariableTracker:
         raise unsupported("ordering of sequences with non-constant items", f"{left!r} {_name(op)} {right!r}")
     raise observed(TypeError, f"unsupported operand type(s) for {_name(op)}: "
                               f"'{left.python_type().__name__}' and '{right.python_type().__name__}'")
+
+
+_SET_INPLACE = {operator.ior: "update", operator.iand: "intersection_update",
+                operator.isub: "difference_update", operator.ixor: "symmetric_difference_update"}
+_SET_DUNDERS = {operator.or_: "__or__", operator.and_: "__and__", operator.sub: "__sub__",
+                operator.xor: "__xor__"}
 
 
 def _set_like(var) -> bool:

@@ -11,20 +11,39 @@ from typing import Any
 
 from ..exc import observed, unsupported
 from ..guards.guard import GuardKind
-from .base import MethodVariable, ValueMutationExisting, ValueMutationNew, VariableTracker, register_builder
+from .base import (
+    MethodVariable,
+    ValueMutationExisting,
+    ValueMutationNew,
+    VariableTracker,
+    call_python,
+    register_builder,
+)
 from .constant import ConstantVariable, is_constant_value
 from .dicts import DictViewVariable, key_of
 
 
 class SetVariable(VariableTracker):
-    """A set (or frozenset) of constant keys."""
+    """A set (or frozenset) of constant keys.
 
-    def __init__(self, keys: set, *, frozen: bool = False, existing: Any = None, **kwargs) -> None:
+    ``keys`` is a real set made by the very operations eager would make (adds in order, the
+    same set algebra), so its iteration order is CPython's, deletions included.  A set
+    made in the trace keeps its ``recipe``: how to make it again by those operations (a
+    plain copy of the keys could iterate in another order), which is how it is rebuilt if
+    it escapes."""
+
+    def __init__(self, keys, *, frozen: bool = False, existing: Any = None,
+                 recipe: list | None = None, **kwargs) -> None:
         mt = None if frozen else (ValueMutationExisting() if existing is not None else ValueMutationNew())
         super().__init__(mutation_type=mt, **kwargs)
-        self.keys = set(keys)
+        if recipe is None:  # made by adding ``keys`` in order
+            items = tuple(keys)
+            recipe = [("new", items, frozen)]
+            keys = (frozenset if frozen else set)(items)
+        self.keys = keys
         self.frozen = frozen
         self.existing = existing  # the real set of a pre-existing one
+        self.recipe = recipe
 
     def _repr_body(self) -> str:
         return repr(self.keys)
@@ -34,6 +53,10 @@ class SetVariable(VariableTracker):
 
     def as_python_constant(self):
         return frozenset(self.keys) if self.frozen else set(self.keys)
+
+    def snapshot(self) -> tuple:
+        """The recipe of this set as it is now (later mutations not included)."""
+        return ("recipe", tuple(self.recipe))
 
     def unpack(self, tx) -> list[VariableTracker]:
         return [VariableTracker.build(tx, k) for k in self.keys]
@@ -46,13 +69,20 @@ class SetVariable(VariableTracker):
             return MethodVariable(self, name)
         raise observed(AttributeError, f"'{self.python_type().__name__}' object has no attribute '{name}'")
 
-    def _mutate(self, tx, op: str, key: Any = None) -> None:
+    def _mutate(self, tx, op: str, arg: Any = None, in_recipe: Any = None) -> None:
+        """Apply ``op`` (a set method) to the keys, log it for a pre-existing set, and
+        add it to the recipe."""
         if self.frozen:
             raise observed(AttributeError, f"'frozenset' object has no attribute '{op}'")
         if self.existing is not None:
             if self.source is None:
                 raise unsupported("mutation of a set without a source", repr(self))
-            tx.output.side_effects.set_mutation(self, op, key)
+            tx.output.side_effects.set_mutation(self, op, arg)
+        if op == "clear":
+            self.keys.clear()
+        else:
+            getattr(self.keys, op)(arg)
+        self.recipe.append((op, ("const", arg) if in_recipe is None else in_recipe))
 
     def call_method(self, tx, name: str, args: list, kwargs: dict) -> VariableTracker:
         if kwargs:
@@ -62,16 +92,13 @@ class SetVariable(VariableTracker):
             if name == "remove" and key not in self.keys:
                 raise observed(KeyError, key)
             self._mutate(tx, "add" if name == "add" else "discard", key)
-            (self.keys.add if name == "add" else self.keys.discard)(key)
             return ConstantVariable(None)
         if name == "clear" and not args:
             self._mutate(tx, "clear")
-            self.keys.clear()
             return ConstantVariable(None)
-        if name == "update":
-            for other in args:
-                for key in other_keys(tx, other):
-                    self.call_method(tx, "add", [ConstantVariable(key)], {})
+        if name in _INPLACE_METHODS:
+            for other in args:  # each argument in turn, as CPython's loop
+                self._mutate(tx, name, other_operand(tx, other), recipe_arg(tx, other))
             return ConstantVariable(None)
         if name == "pop" and not args:
             if not self.keys:
@@ -84,29 +111,76 @@ class SetVariable(VariableTracker):
         if name == "__len__":
             return ConstantVariable(len(self.keys))
         if name == "copy":
-            return SetVariable(self.keys, frozen=self.frozen)
+            return self.apply(tx, "copy", [])
         if name == "__iter__":
             return tx.make_iterator(self)
         if name in _SET_OPS and len(args) >= 1:
-            others = [other_keys(tx, a) for a in args]
-            result = getattr(self.as_python_constant(), name)(*others)
-            if isinstance(result, (set, frozenset)):
-                return SetVariable(result, frozen=self.frozen)
-            return ConstantVariable(result)
+            return self.apply(tx, name, args)
         raise unsupported("unsupported set method", f"set.{name}")
+
+    def apply(self, tx, name: str, args: list) -> VariableTracker:
+        """A set method that returns a new value (``union``, ``__or__``, ``copy``...), run
+        on the keys as eager runs it."""
+        operands = [other_operand(tx, a) for a in args]
+        result = call_python(f"set.{name}", getattr(self.keys, name), *operands)
+        if isinstance(result, (set, frozenset)):
+            base = self.snapshot() if self.source is None else ("const", type(self.keys)(self.keys))
+            recipe = [("call", name, base, tuple(recipe_arg(tx, a) for a in args))]
+            return SetVariable(result, frozen=type(result) is frozenset, recipe=recipe)
+        return VariableTracker.build(tx, result)
 
     def reconstruct(self, cg) -> None:
         if self.source is not None:
             cg.extend(self.source.reconstruct())
             return
-        if self.frozen:
-            cg.push_null()
-            cg.load_const(frozenset)
-        for k in self.keys:
-            cg.load_const(k)
-        cg.build(set, len(self.keys))
-        if self.frozen:
-            cg.call(1)
+        cg.push_null()
+        cg.load_const(replay_set)
+        cg.load_const(self.snapshot())
+        cg.call(1)
+
+
+def recipe_arg(tx, var: VariableTracker) -> tuple:
+    """An operand as a recipe holds it: a new set by its own recipe, anything else as the
+    constant eager would pass."""
+    if isinstance(var, SetVariable) and var.source is None:
+        return var.snapshot()
+    return ("const", other_operand(tx, var))
+
+
+def other_operand(tx, var: VariableTracker):
+    """An argument of a set operation as eager passes it: a set as a set (with the same
+    order), a keys view as its keys, anything else as a tuple of its keys in order."""
+    if isinstance(var, SetVariable):
+        return var.keys if var.source is None else type(var.keys)(var.keys)
+    if var.is_python_constant() and isinstance(var.as_python_constant(), (set, frozenset)):
+        return var.as_python_constant()
+    return tuple(key_of(item) for item in var.unpack(tx))
+
+
+def replay_set(recipe):
+    """Make a set again from a :class:`SetVariable` recipe (the operations that made it);
+    ``("const", value)`` stands for a value itself."""
+    if recipe[0] == "const":
+        return recipe[1]
+    steps = recipe[1]
+    if steps[0][0] == "new":
+        _, items, frozen = steps[0]
+        s = (frozenset if frozen else set)(items)
+    else:
+        _, name, base, args = steps[0]
+        s = getattr(replay_set(base), name)(*(replay_set(a) for a in args))
+    for op, arg in steps[1:]:
+        if op == "clear":
+            s.clear()
+        else:
+            getattr(s, op)(replay_set(arg))
+    return s
+
+
+replay_set.__module__ = "graphjit_runtime"
+
+_INPLACE_METHODS = frozenset({"update", "intersection_update", "difference_update",
+                              "symmetric_difference_update"})
 
 
 _SET_OPS = frozenset({"union", "intersection", "difference", "symmetric_difference", "issubset",
@@ -134,4 +208,5 @@ def _build_set(tx, value, source):
         return ConstantVariable(value, source=source)
     if source is not None:  # compared with a copy: the guard must not see later mutations
         tx.output.add_guard(source, GuardKind.CONSTANT_MATCH, type(value)(value))
-    return SetVariable(value, frozen=frozen, existing=None if frozen else value, source=source)
+    return SetVariable(type(value)(value), frozen=frozen, existing=None if frozen else value, source=source,
+                       recipe=[("new", tuple(value), frozen)])
