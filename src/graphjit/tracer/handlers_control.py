@@ -127,7 +127,7 @@ class ControlHandlers:
         if inst.arg == 0:
             if self.exc_info is None or not isinstance(self.exc_info, ExceptionVariable):
                 raise unsupported("bare raise outside an except block", "RAISE_VARARGS 0")
-            raise ObservedException(self.exc_info.exc)
+            raise _reraised(self.exc_info.exc)
         cause = self.pop() if inst.arg == 2 else None
         exc = self._exception(self.pop())
         if cause is not None:
@@ -155,7 +155,7 @@ class ControlHandlers:
         exc = self.pop()
         if inst.arg:
             self.pop()  # lasti
-        raise ObservedException(exc.as_python_constant())
+        raise _reraised(exc.as_python_constant())
 
     def WITH_EXCEPT_START(self, inst) -> None:
         """``__exit__(type, value, traceback)`` of the ``with`` block being unwound."""
@@ -179,3 +179,9 @@ class ControlHandlers:
         self.push(WithExitVariable(ctx))
         self.push(ctx.enter(self))
 
+
+def _reraised(exc: BaseException) -> ObservedException:
+    """A re-raise (``raise``, ``RERAISE``): the exception keeps its ``__context__``."""
+    e = ObservedException(exc)
+    e._context_done = True
+    return e

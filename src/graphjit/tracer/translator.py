@@ -168,6 +168,7 @@ class TranslatorBase(StackHandlers, LoadStoreHandlers, OpHandlers, ControlHandle
                 else:
                     handler(self, inst)
             except ObservedException as e:
+                self.chain_context(e)
                 if inst.exn_tab_entry is None:
                     raise
                 self.enter_handler(e, inst)  # the frame's own handler: traced on
@@ -177,6 +178,29 @@ class TranslatorBase(StackHandlers, LoadStoreHandlers, OpHandlers, ControlHandle
                 seen.add(id(self))
                 e.add_frame(self.user_frame())
             raise
+
+    def chain_context(self, e: ObservedException) -> None:
+        """Implicit chaining, as ``_PyErr_SetObject``: an exception raised while another is
+        handled (in this frame or a caller's) gets it as ``__context__`` (once, where it
+        is raised; a re-raise keeps its own; a cycle through the chain is cut)."""
+        if getattr(e, "_context_done", False):
+            return
+        e._context_done = True
+        tx, handled = self, None
+        while tx is not None and handled is None:
+            info = getattr(tx, "exc_info", None)
+            if isinstance(info, ExceptionVariable):
+                handled = info.exc
+            tx = tx.parent
+        if handled is None or handled is e.exc:
+            return
+        o = handled
+        while o is not None:  # CPython: avoid a cycle exc -> ... -> exc
+            if o.__context__ is e.exc:
+                o.__context__ = None
+                break
+            o = o.__context__
+        e.exc.__context__ = handled
 
     def enter_handler(self, e: ObservedException, inst: Instruction) -> None:
         """Unwind to ``inst``'s exception handler as CPython does (3.11 exception table):
@@ -387,6 +411,29 @@ class GeneratorFrame(InliningTranslator):
             self.jump_to(inst.target)
         else:
             self.push(item)
+
+    def throw_value(self, consumer, exc: BaseException) -> VariableTracker | None:
+        """``generator.throw(exc)``: ``exc`` is raised at the paused ``yield`` (its frame's
+        handlers see it); the next yielded tracker, ``None`` at the end, or the exception
+        (the same one or another) propagates to the consumer."""
+        error = ObservedException(exc)
+        if not self.started or self.exhausted:
+            self.exhausted = True
+            raise error
+        self.parent, self.done, self.yielded = consumer, False, None
+        yield_inst = self.instructions[self.ip - 1]
+        self.pop()  # the value ``send`` would have delivered
+        self.chain_context(error)
+        if yield_inst.exn_tab_entry is None:
+            self.exhausted = True
+            raise error
+        self.enter_handler(error, yield_inst)
+        try:
+            self.run()
+        except ObservedException:
+            self.exhausted = True
+            raise
+        return None if self.exhausted else self.yielded
 
     def next_value(self, consumer, sent: VariableTracker | None = None) -> VariableTracker | None:
         """The next yielded tracker, or ``None`` when the generator is exhausted (its

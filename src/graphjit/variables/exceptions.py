@@ -7,13 +7,22 @@ the instruction then runs in Python after the graph, so the user gets this excep
 
 from __future__ import annotations
 
-from .base import VariableTracker, builder_for, call_python, register_builder
+import copy
+import types
+
+from ..exc import unsupported
+from .base import AttributeMutationNew, VariableTracker, builder_for, call_python, register_builder
 
 
 class ExceptionVariable(VariableTracker):
-    """An exception instance created while tracing."""
+    """An exception instance created while tracing.  ``exc`` is the real object, made at
+    trace time; attribute writes on it (``e.extra = 5``, ``__cause__``, ``__traceback__``)
+    must be constants and are made on it.  If it escapes (returned, stored, live across a
+    break) the generated code makes a fresh copy of it once (:func:`fresh_exception`), so
+    every call gets its own object with eager's args, attributes and chaining."""
 
     def __init__(self, exc: BaseException, **kwargs) -> None:
+        kwargs.setdefault("mutation_type", AttributeMutationNew())
         super().__init__(**kwargs)
         self.exc = exc
 
@@ -26,15 +35,54 @@ class ExceptionVariable(VariableTracker):
     def as_python_constant(self):
         return self.exc
 
+    def identity(self):
+        return self.exc
+
     def var_getattr(self, tx, name: str) -> VariableTracker:
         return VariableTracker.build(tx, call_python("getattr", getattr, self.exc, name))
 
+    def has_attr(self, tx, name: str) -> bool:
+        return hasattr(self.exc, name)
+
+    def store_attr(self, tx, name: str, value: VariableTracker) -> None:
+        if isinstance(value, ExceptionVariable):
+            v = value.exc
+        elif value.is_python_constant() and not isinstance(value.as_python_constant(), (list, dict, set)):
+            v = value.as_python_constant()
+        else:
+            raise unsupported("attribute write on an exception", f"{self!r}.{name} = {value!r}",
+                              "Exceptions made in compiled code hold constants only.")
+        call_python("setattr", setattr, self.exc, name, v)
+
     def reconstruct(self, cg) -> None:
         cg.push_null()
-        cg.load_const(type(self.exc))
-        for arg in self.exc.args:
-            cg.load_const(arg)
-        cg.call(len(self.exc.args))
+        cg.load_const(fresh_exception)
+        cg.load_const(self.exc)
+        cg.call(1)
+
+
+def fresh_exception(template: BaseException, _memo=None) -> BaseException:
+    """A new exception like ``template``: same class and args, instance attributes, and
+    fresh copies of the exceptions it chains to."""
+    memo = {} if _memo is None else _memo
+    if id(template) in memo:
+        return memo[id(template)]
+    cls = type(template)
+    if any(isinstance(k.__dict__.get("__init__"), types.FunctionType) for k in cls.__mro__):
+        exc = BaseException.__new__(cls)  # its Python __init__ ran in the trace: not again
+        exc.args = template.args
+        exc.__dict__.update(template.__dict__)
+    else:
+        exc = copy.copy(template)  # class, args, __dict__, C-level fields (__reduce__)
+    memo[id(template)] = exc
+    for name in ("__cause__", "__context__"):
+        linked = getattr(template, name)
+        setattr(exc, name, None if linked is None else fresh_exception(linked, memo))
+    exc.__suppress_context__ = template.__suppress_context__
+    return exc
+
+
+fresh_exception.__module__ = "graphjit_runtime"
 
 
 @register_builder(BaseException)

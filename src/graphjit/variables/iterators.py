@@ -129,7 +129,7 @@ class GeneratorVariable(IteratorVariable):
         return self.frame.return_value
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
-        if name in ("send", "__next__", "__iter__"):
+        if name in ("send", "__next__", "__iter__", "throw"):
             return MethodVariable(self, name)
         raise unsupported("generator attribute", f"generator.{name}",
                           "Only iteration and send() of generators are traced.")
@@ -139,6 +139,11 @@ class GeneratorVariable(IteratorVariable):
             return self
         if name in ("send", "__next__") and not kwargs and len(args) == (name == "send"):
             item = self.frame.next_value(tx, args[0] if args else None)
+            if item is None:
+                raise stop_iteration(self.return_value)
+            return item
+        if name == "throw" and not kwargs and 1 <= len(args) <= 3:
+            item = self.frame.throw_value(tx, _thrown(tx, args))
             if item is None:
                 raise stop_iteration(self.return_value)
             return item
@@ -164,6 +169,18 @@ class GeneratorVariable(IteratorVariable):
         for v in self.kwargs.values():
             cg.reconstruct(v)
         cg.call(len(self.args) + len(self.kwargs), tuple(self.kwargs))
+
+
+def _thrown(tx, args: list) -> BaseException:
+    """The exception ``throw(value)`` / ``throw(type, value, tb)`` raises."""
+    value = args[1] if len(args) > 1 and not (args[1].is_python_constant() and
+                                             args[1].as_python_constant() is None) else args[0]
+    exc = value.as_python_constant() if value.is_python_constant() else None
+    if isinstance(exc, type) and issubclass(exc, BaseException):
+        exc = value.call_function(tx, [], {}).as_python_constant()
+    if not isinstance(exc, BaseException):
+        raise unsupported("generator.throw of a non-exception", repr(value))
+    return exc
 
 
 def stop_iteration(value: VariableTracker):

@@ -359,7 +359,7 @@ def instantiate(tx, cls_var: ClassVariable, args: list, kwargs: dict) -> Variabl
             is not type.__call__:
         raise unsupported("metaclass __call__", f"{cls.__qualname__}(...)")
     if issubclass(cls, BaseException):
-        return _make_exception(cls, args, kwargs)
+        return _make_exception(tx, cls_var, args, kwargs)
     if issubclass(cls, dict) and cls.__new__ is dict.__new__:
         return _make_dict(tx, cls, args, kwargs)
     new = proto.type_attr_raw(cls, "__new__")
@@ -408,16 +408,22 @@ def callable_tracker(var: VariableTracker) -> bool:
         return True
 
 
-def _make_exception(cls: type, args: list, kwargs: dict) -> VariableTracker:
-    """An exception object: made for real at trace time when constructing it runs no user
-    code (its ``__new__``/``__init__`` are the built-in ones) and the arguments are
-    constants."""
-    for dunder in ("__new__", "__init__"):
-        raw = proto.type_attr_raw(cls, dunder)
-        if isinstance(raw, (types.FunctionType, staticmethod)):
-            raise unsupported("exception class with its own constructor", f"{cls.__qualname__}(...)")
-    cargs, ckwargs = check_constant_args(cls.__qualname__, args, kwargs)
-    return ExceptionVariable(call_python(cls.__qualname__, cls, *cargs, **ckwargs))
+def _make_exception(tx, cls_var: "ClassVariable", args: list, kwargs: dict) -> VariableTracker:
+    """An exception object.  ``BaseException.__new__`` (C, runs no user code) makes it at
+    trace time from constant arguments; a Python ``__init__`` is then traced on it (its
+    ``super().__init__(...)`` sets ``args``, its attribute writes must be constants)."""
+    cls = cls_var.cls
+    if isinstance(proto.type_attr_raw(cls, "__new__"), (types.FunctionType, staticmethod)):
+        raise unsupported("exception class with its own __new__", f"{cls.__qualname__}(...)")
+    init = proto.type_attr_raw(cls, "__init__")
+    if not isinstance(init, types.FunctionType):
+        cargs, ckwargs = check_constant_args(cls.__qualname__, args, kwargs)
+        return ExceptionVariable(call_python(cls.__qualname__, cls, *cargs, **ckwargs))
+    cargs, _ = check_constant_args(cls.__qualname__, args, {})
+    exc = ExceptionVariable(call_python(f"{cls.__qualname__}.__new__", cls.__new__, cls, *cargs))
+    fn = VariableTracker.build(tx, init, AttrSource(cls_var.source, "__init__") if cls_var.source else None)
+    fn.call_function(tx, [exc, *args], kwargs)
+    return exc
 
 
 class SuperVariable(VariableTracker):
@@ -464,6 +470,14 @@ class SuperVariable(VariableTracker):
         return VariableTracker.build(tx, raw, src)
 
 
+#: built-in exception classes whose ``__init__`` only sets ``args``
+_ARGS_ONLY_EXCEPTIONS = frozenset({
+    BaseException, Exception, ValueError, TypeError, RuntimeError, KeyError, IndexError,
+    LookupError, ArithmeticError, ZeroDivisionError, OverflowError, NotImplementedError,
+    AssertionError, UserWarning, Warning, DeprecationWarning, FutureWarning, RecursionError,
+})
+
+
 class SuperBuiltinMethodVariable(VariableTracker):
     """A C-level method found through ``super()`` (``object.__init__``,
     ``object.__setattr__``, ``object.__new__``...): calls the object's generic version."""
@@ -479,6 +493,11 @@ class SuperBuiltinMethodVariable(VariableTracker):
         if self.name == "__new__":
             return tx.call_python_builtin(object.__new__, args, kwargs)
         owner = getattr(self.raw, "__objclass__", None)
+        if isinstance(self.obj, ExceptionVariable) and owner in _ARGS_ONLY_EXCEPTIONS and \
+                self.name == "__init__" and not kwargs:
+            cargs, _ = check_constant_args(f"{type(self.obj.exc).__qualname__}.__init__", list(args), {})
+            self.obj.exc.args = tuple(cargs)  # BaseException.__init__: only sets args
+            return ConstantVariable(None)
         if isinstance(self.obj, DictVariable) and owner in (dict, collections.OrderedDict, collections.defaultdict):
             # ``super().__init__(...)``/``super().update(...)`` of a dict subclass
             return self.obj.call_dict_method(tx, "update" if self.name == "__init__" else self.name,
