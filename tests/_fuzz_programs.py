@@ -76,9 +76,13 @@ PREFIX = {T: "t", S: "s", I: "n", F: "f", B: "b", STR: "k", L: "l", D: "d", SET:
           TL: "ts", GEN: "g"}
 
 PRELUDE = '''\
+import collections
 import contextlib
 import functools
+import heapq
+import itertools
 import math
+import operator
 
 import torch
 
@@ -112,6 +116,11 @@ class Sub(Box):
     @property
     def total(self):
         return super().total * 2
+
+
+class Reg(dict):
+    def __missing__(self, key):
+        return len(key)
 
 
 class Flag(Exception):
@@ -395,7 +404,7 @@ class _Gen:
         one = self.one
         if depth <= 0:
             return str(r.randint(-3, 9))
-        choice = r.randrange(40)
+        choice = r.randrange(42)
         if choice < 4:
             return str(r.randint(-3, 9))
         if choice < 8:
@@ -493,6 +502,10 @@ class _Gen:
             if box is not None:
                 return one(f"vars({box}).get('c', 0)", "Box.scale", f"type({box}).scale",
                            f"getattr({box}, 'a' if {self.ex(f, B, d)} else 'scale')", f"len({box}.__dict__)")
+        if choice == 37:
+            return one(f"functools.reduce(operator.add, {lst()}, 0)", f"(operator.mul({a()}, {a()}) % 101)",
+                       f"max({self.ex(f, D, d)}.items(), key=operator.itemgetter(1), default=('a', 0))[1]",
+                       f"sum(itertools.repeat({a()}, 2))", f"operator.index({a()})")
         if choice == 36 and self.chance(0.3):
             t = self.ex(f, T, d)
             return one(f"len({t}.nonzero())", f"{t}[{t} > 0].numel()")
@@ -607,7 +620,7 @@ class _Gen:
         one = self.one
         if depth <= 0:
             return one("[]", "[1, 2]", "[3]")
-        choice = r.randrange(15)
+        choice = r.randrange(16)
         if choice < 2:
             return f"[{', '.join(i() for _ in range(r.randint(0, 3)))}]"
         if choice == 2:
@@ -640,6 +653,17 @@ class _Gen:
             c = f.pick(CB)
             if c is not None:
                 return one(f"list(map({c}, {lst()}))", f"sorted({lst()}, key={c})")
+        if choice == 12:  # heapq, itertools, functools
+            return one(f"heapq.nlargest(2, {lst()})", f"heapq.nsmallest(2, {lst()})",
+                       f"list(itertools.accumulate({lst()}))", f"list(itertools.chain({lst()}, {lst()}))",
+                       f"[b - a for a, b in itertools.pairwise({lst()})]",
+                       f"[a * b for a, b in itertools.product(range(2), {lst()}[:2])]",
+                       f"[a for a, _ in itertools.zip_longest({lst()}, [1], fillvalue=0)]",
+                       f"sorted({lst()}, key=functools.cmp_to_key(lambda p, q: q - p))")
+        if choice == 13:
+            g = f.pick(GEN)
+            if g is not None:
+                return f"list(itertools.islice({g}, 2))"
         return f.pick(L)
 
     def ex_dict(self, f: _Fn, depth: int) -> str | None:
@@ -649,7 +673,7 @@ class _Gen:
         one = self.one
         if depth <= 0:
             return one("{}", "{'a': 1}", "{'b': 2, 'k': 0}")
-        choice = r.randrange(10)
+        choice = r.randrange(11)
         if choice < 2:
             keys = r.sample(KEYS, r.randint(0, 3))
             return "{" + ", ".join(f"{k!r}: {i()}" for k in keys) + "}"
@@ -663,6 +687,10 @@ class _Gen:
             return one(f"dict(zip(['a', 'b'], [{i()}, {i()}]))", f"dict.fromkeys(['a', 'k'], {i()})",
                        f'{{f"k{{i}}": i * {i()} for i in range(3)}}', f"dict([('a', {i()})], b={i()})",
                        f"dict(a={i()}, **{{'b': 1}})")
+        if choice == 6:  # dict subclasses
+            return one(f"collections.defaultdict(int, {dd()})", f"collections.Counter({dd()})",
+                       f"Reg({dd()})", f"dict(collections.Counter({self.ex(f, STR, d)}))",
+                       f"collections.OrderedDict({dd()})")
         return f.pick(D)
 
     def ex_set(self, f: _Fn, depth: int) -> str | None:
@@ -942,8 +970,23 @@ class _Gen:
         v = f.pick(SET)
         if v is None:
             return False
-        f.emit(self.one(f"{v}.add({self.ex(f, I, 1)})", f"{v}.discard({self.ex(f, I, 1)})",
-                        f"{v}.update({self.ex(f, L, 1)})", f"{v} |= {self.ex(f, SET, 1)}"))
+        choice = self.r.randrange(3)
+        if choice == 0:
+            f.emit(self.one(f"{v}.add({self.ex(f, I, 1)})", f"{v}.discard({self.ex(f, I, 1)})",
+                            f"{v}.update({self.ex(f, L, 1)})", f"{v} |= {self.ex(f, SET, 1)}",
+                            f"{v} -= {self.ex(f, SET, 1)}", f"{v} &= {self.ex(f, SET, 1)}",
+                            f"{v}.symmetric_difference_update({self.ex(f, L, 1)})"))
+        elif choice == 1:
+            n = self.fresh("n")
+            with f.block(f"if {v}:"):
+                f.emit(f"{n} = {v}.pop()")  # CPython's order, deterministic for ints
+                f.define(n, I)
+                self.s_log(f)
+        else:
+            e = self.fresh("e")
+            with f.block(f"for {e} in {v}.copy():", loop=True):
+                f.define(e, I)
+                f.emit(f"{v}.discard({e} + 1)")
 
     def s_tensors_op(self, f: _Fn):
         v = f.pick(TL)
@@ -1120,7 +1163,8 @@ class _Gen:
                 if f.is_prog:
                     f.emit(r.choice([f'log.append(f"{{type({e}).__name__}}: {{{e}}}")',
                                      f"log.append(type({e}).__name__)", f"log.append(str({e}))",
-                                     f"log.append(repr({e}.args))"]))
+                                     f"log.append(repr({e}.args))", f"log.append(repr({e}.__context__))",
+                                     f"log.append(repr({e}.__cause__) + str({e}.__suppress_context__))"]))
                 else:
                     self.s_log(f)
                 if exc == "Flag":
@@ -1128,7 +1172,8 @@ class _Gen:
                 if self.chance(0.5):
                     f.body(1)
                 if self.chance(0.08):
-                    f.emit(r.choice(["raise", f"raise ValueError('wrapped') from {e}"]))
+                    f.emit(r.choice(["raise", f"raise ValueError('wrapped') from {e}",
+                                     "raise KeyError('while handling')", "raise IndexError('quiet') from None"]))
         if self.chance(0.2):
             with f.block("else:"):
                 f.body(1)
@@ -1206,6 +1251,9 @@ class _Gen:
             with f.block(f"with tracked(log, {self.ex(f, STR, 1)}) as {n}:"):
                 f.define(n, I)
                 f.body(r.randint(1, 2))
+                if self.chance(0.2):  # thrown into the contextmanager's generator
+                    with f.block(f"if {self.cond(f)}:"):
+                        f.emit(self.raise_stmt(f, r.choice(["ValueError", "Flag"]), "in tracked"))
             return
         else:
             header = f"with Guard(log, {self.ex(f, B, 1)}):"

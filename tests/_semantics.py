@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import random
 from typing import Any, Callable
 
 import pytest
@@ -22,7 +23,7 @@ import torch
 import graphjit
 from _shared import Kw, check_sequence
 from graphjit.backends.registry import lookup_backend
-from graphjit.testing import CompileCounter
+from graphjit.testing import CompileCounter, assert_equal
 
 
 @dataclasses.dataclass
@@ -72,25 +73,48 @@ def run_case(case: Case, backend: Any = None) -> CompileCounter:
 
 
 def dynamo_graph_count(case: Case) -> int:
-    """The graphs ``torch.compile`` (counting backend) compiles for ``case``'s calls; its
-    errors count as no graph (the comparison is about graph counts, and results are
-    checked against eager by :func:`run_case`).  Each call gets fresh copies of the
-    arguments, as :func:`run_case`'s calls do."""
+    """:func:`dynamo_counts`' graph count."""
+    return dynamo_counts(case)[0]
+
+
+def dynamo_counts(case: Case) -> tuple[int, int, bool]:
+    """``(graphs, graph breaks, matches eager)`` of ``torch.compile`` on ``case``'s
+    calls (see :func:`dynamo_graph_count`); "matches eager" compares return values and
+    raised exception types with the eager calls on the same copies."""
     import torch._dynamo
+    import torch._dynamo.utils
     from torch._dynamo.testing import CompileCounter as DynamoCounter
 
     torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
     cnt = DynamoCounter()
     compiled = torch.compile(case.fn, backend=cnt)
+    same = True
     for inp in case.inputs:
         args, kwargs = (inp.args, inp.kwargs) if isinstance(inp, Kw) else (inp, {})
         for _ in range(2):
+            outcomes = []
+            for fn in (case.fn, compiled):
+                state = random.getstate(), torch.get_rng_state()
+                try:
+                    outcomes.append(("ok", fn(*copy.deepcopy(args), **copy.deepcopy(kwargs))))
+                except Exception as e:  # noqa: BLE001
+                    outcomes.append(("raised", type(e)))
+                if fn is case.fn:
+                    random.setstate(state[0])
+                    torch.set_rng_state(state[1])
             try:
-                compiled(*copy.deepcopy(args), **copy.deepcopy(kwargs))
-            except Exception:  # noqa: BLE001
-                pass
+                if outcomes[0][0] != outcomes[1][0]:
+                    same = False
+                elif outcomes[0][0] == "ok":
+                    assert_equal(outcomes[1][1], outcomes[0][1])
+                elif outcomes[0][1] is not outcomes[1][1]:
+                    same = False
+            except AssertionError:
+                same = False
+    breaks = sum(torch._dynamo.utils.counters["graph_break"].values())
     torch._dynamo.reset()
-    return cnt.frame_count
+    return cnt.frame_count, breaks, same
 
 
 def parametrize_cases(cases: list[Case]):

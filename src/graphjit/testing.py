@@ -71,6 +71,9 @@ def assert_equal(actual: Any, expected: Any, path: str = "result") -> None:
     elif isinstance(expected, _ITERATOR_TYPES):  # same kind of iterator, same items left
         assert type(actual) is type(expected), f"{path}: {type(actual)} != {type(expected)}"
         assert_equal(list(actual), list(expected), f"{path} (remaining items)")
+    elif isinstance(expected, BaseException):  # exceptions compare by identity: by type and args
+        assert type(actual) is type(expected), f"{path}: {type(actual)} != {type(expected)}"
+        assert_equal(actual.args, expected.args, f"{path}.args")
     elif type(expected) is random.Random:  # generators compared by state
         assert type(actual) is random.Random, f"{path}: {type(actual)} != random.Random"
         assert actual.getstate() == expected.getstate(), f"{path}: generator states differ"
