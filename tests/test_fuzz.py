@@ -40,6 +40,9 @@ KNOWN: dict[str, dict[str, list[int]]] = {
         "test_dict_deleted_from_while_iterated": [],
         "test_dict_popped_from_while_iterated": [],
         "test_nan_read_from_a_tensor_before_a_break": [],
+        "test_nan_local_across_a_print": [],
+        "test_list_display_unpacked_before_a_break": [],
+        "test_dict_display_unpacked_before_a_break": [],
     },
     "aot_eager": {
         "test_requires_grad_set_in_the_graph_aot_eager": [],
@@ -133,6 +136,51 @@ def nan_read_from_a_tensor_before_a_break(x):
 def test_nan_read_from_a_tensor_before_a_break():
     """Fuzz seed 370 (a helper compared ``(t / -0.0).sum().item()`` with a float)."""
     check_same(nan_read_from_a_tensor_before_a_break, X)
+
+
+def nan_local_across_a_print(x):
+    f = float("nan")
+    y = x * 2
+    print("break")
+    return y + f
+
+
+@pytest.mark.xfail(strict=True, reason="graphjit: InternalError: the resume function's guard "
+                   "CONSTANT_MATCH on the local float nan rejects the call it was traced from "
+                   "(nan != nan)")
+def test_nan_local_across_a_print():
+    """Fuzz seed 2164 (``f0 = float('nan') if ... else ...`` live across a break)."""
+    check_same(nan_local_across_a_print, X)
+
+
+def _print_and_return(n):
+    print("p", n)
+    return n
+
+
+def list_display_unpacked_before_a_break(x, lst):
+    e = [*lst, _print_and_return(2)]
+    return x + e[-1], e
+
+
+@pytest.mark.xfail(strict=True, reason="graphjit: [*lst, f()] with a graph break in f() loses "
+                   "the unpacked items (gives [2] for lst=[5, 7]); [f(), *lst] is right")
+def test_list_display_unpacked_before_a_break():
+    """Found while minimising fuzz seed 2080 (the fuzzer writes ``[*lst, n]``)."""
+    check_same(list_display_unpacked_before_a_break, X, [5, 7])
+
+
+def dict_display_unpacked_before_a_break(x, d):
+    e = {**d, "a": _print_and_return(2)}
+    return x + e["a"], e
+
+
+@pytest.mark.xfail(strict=True, reason="graphjit: {**d, 'a': f()} with a graph break in f(): "
+                   "InternalError while compiling the resume function: TypeError: 'NoneType' "
+                   "object does not support item assignment")
+def test_dict_display_unpacked_before_a_break():
+    """Fuzz seed 2080 (``{**d, 'a': sum(gen(n))}``, a generator that prints)."""
+    check_same(dict_display_unpacked_before_a_break, X, {"b": 1})
 
 
 def requires_grad_set_in_the_graph(x, y):

@@ -479,12 +479,8 @@ BUILTIN_ITERATORS = [
     Case(enumerate_start, XY),
     Case(zip_three, [(X, Y)]),
     Case(zip_unequal, XY),
-    xfail(Case(zip_strict_raises, XY),
-          "no ValueError: the raising call (the comprehension) is re-run in Python on a zip "
-          "rebuilt without strict=True (ZipVariable.reconstruct drops strict)"),
-    xfail(Case(zip_strict_first_longer, XY),
-          "no ValueError: list(z) is re-run in Python on a zip rebuilt without strict=True "
-          "(ZipVariable.reconstruct drops strict)"),
+    Case(zip_strict_raises, XY),
+    Case(zip_strict_first_longer, XY),
     # the ValueError comes from FOR_ITER in the frame itself: it runs eagerly (no graph;
     # torch.compile: none either)
     Case(zip_strict_for_loop, XY, graphs=0),

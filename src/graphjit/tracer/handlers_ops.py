@@ -244,13 +244,19 @@ class OpHandlers:
 
 
 def _function_name(fn: VariableTracker) -> str:
+    """The callable as CPython's ``_PyObject_FunctionStr`` names it: ``module.qualname()``
+    (no module for builtins)."""
     try:
         value = fn.as_python_constant()
     except Exception:
         name = getattr(fn, "get_name", None)
-        return f"{name()}()" if name else "function"
+        if name is None:
+            return "function"
+        module = fn.get_globals().get("__name__") if hasattr(fn, "get_globals") else None
+        return f"{module}.{name()}()" if module and module != "builtins" else f"{name()}()"
     qual = getattr(value, "__qualname__", None) or getattr(value, "__name__", None) or type(value).__name__
-    return f"{qual}()"
+    module = getattr(value, "__module__", None)
+    return f"{module}.{qual}()" if isinstance(module, str) and module != "builtins" else f"{qual}()"
 
 
 __all__ = ["OpHandlers", "BINARY_OPS", "COMPARE_OPS"]

@@ -235,7 +235,11 @@ class ZipVariable(IteratorVariable):
         cg.load_const(zip)
         for it in self.iterators:
             cg.reconstruct(it)
-        cg.call(len(self.iterators))
+        if self.strict:
+            cg.load_const(True)
+            cg.call(len(self.iterators) + 1, ("strict",))
+        else:
+            cg.call(len(self.iterators))
 
 
 class EnumerateVariable(IteratorVariable):

@@ -110,6 +110,9 @@ def _container_op(tx, op, left, right) -> VariableTracker:
             return left.apply(tx, _SET_DUNDERS[base_op], [right])
         value = call_python(_name(base_op), base_op, other_keys(tx, left), other_keys(tx, right))
         return SetVariable(value) if isinstance(value, (set, frozenset)) else ConstantVariable(value)
+    if isinstance(left, DictVariable) and op is operator.ior:  # ``d |= pairs``: d.update(pairs)
+        left.call_method(tx, "update", [right], {})
+        return left
     if isinstance(left, DictVariable) and isinstance(right, DictVariable) and base_op is operator.or_:
         merged = DictVariable(dict(left.realize_items(tx))) if op is operator.or_ else left
         merged.call_method(tx, "update", [right], {})
@@ -137,6 +140,7 @@ def _set_like(var) -> bool:
 def _container_eq(tx, left, right) -> VariableTracker:
     if _set_like(left) and _set_like(right):
         return ConstantVariable(other_keys(tx, left) == other_keys(tx, right))
+    left, right = _as_sequence(left), _as_sequence(right)
     lt, rt = left.python_type(), right.python_type()
     if isinstance(left, BaseSequenceVariable) and isinstance(right, BaseSequenceVariable):
         if (lt is list) != (rt is list):
@@ -148,6 +152,14 @@ def _container_eq(tx, left, right) -> VariableTracker:
         return ConstantVariable(False if not (_set_like(left) and _set_like(right)) else
                                 other_keys(tx, left) == other_keys(tx, right))
     return ConstantVariable(left.identity() is right.identity())
+
+
+def _as_sequence(var: VariableTracker) -> VariableTracker:
+    """A constant tuple or list as a sequence tracker (``Point(2, 3) == (2, 3)``)."""
+    if isinstance(var, ConstantVariable) and type(var.value) in (tuple, list):
+        items = [ConstantVariable(v) for v in var.value]
+        return TupleVariable(items) if type(var.value) is tuple else ListVariable(items)
+    return var
 
 
 def _object_op(tx, op, left, right) -> VariableTracker:

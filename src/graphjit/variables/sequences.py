@@ -18,7 +18,7 @@ import collections
 import operator
 from typing import Any
 
-from ..exc import observed, unsupported
+from ..exc import ObservedException, observed, unsupported
 from ..guards.guard import GuardKind
 from ..polyfills import builtins as poly
 from ..sources import AttrSource, GetItemSource
@@ -27,6 +27,7 @@ from .base import (
     ValueMutationExisting,
     ValueMutationNew,
     VariableTracker,
+    call_python,
     register_builder,
     register_builder_predicate,
 )
@@ -234,7 +235,12 @@ class ListVariable(BaseSequenceVariable):
         return self.items.pop(idx)
 
     def _remove(self, tx, item):
-        index = tx.inline_polyfill(poly.sequence_index, [self, item]).as_python_constant()
+        try:
+            index = tx.inline_polyfill(poly.sequence_index, [self, item]).as_python_constant()
+        except ObservedException as e:
+            if type(e.exc) is ValueError:
+                raise observed(ValueError, "list.remove(x): x not in list") from None
+            raise
         self._mutate(tx, "remove")
         del self.items[index]
 
@@ -264,6 +270,8 @@ class ListVariable(BaseSequenceVariable):
         idx = index.as_python_constant()
         if isinstance(idx, slice):
             new = value.unpack(tx)
+            trial = list(range(len(self.items)))
+            call_python("list.__setitem__", trial.__setitem__, idx, new)  # eager's error, if any
             self._mutate(tx, "__setitem__")
             self.items[idx] = new
             return
