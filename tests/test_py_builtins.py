@@ -761,9 +761,7 @@ CASES = [
     Case(divmod_cases, [(X,)]),
     Case(pow_cases, [(X,)]),
     Case(min_max_default, [(X, Y)]),
-    _xfail(Case(min_max_key_varargs, [(X,)]),
-           "Unsupported 'unsupported builtin call: min(ConstantVariable(3), ...)': min/max "
-           "with key= over varargs or over a str"),
+    Case(min_max_key_varargs, [(X,)]),
     Case(sum_with_start, [(X, Y)]),
     Case(int_float_from_strings, [(X,)]),
     Case(int_bad_string, [(X,)]),

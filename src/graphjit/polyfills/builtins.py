@@ -129,3 +129,36 @@ def _merge_sort(order, keys):
             out.append(left[i])
             i += 1
     return out + left[i:] + right[j:]
+
+
+_NO_DEFAULT = object()
+
+
+def builtin_max(*args, key=None, default=_NO_DEFAULT):
+    """``max`` as CPython compares: ``item > best`` (the first of equal items wins)."""
+    return _minmax("max", args, key, default, True)
+
+
+def builtin_min(*args, key=None, default=_NO_DEFAULT):
+    """``min``: ``item < best``."""
+    return _minmax("min", args, key, default, False)
+
+
+def _minmax(name, args, key, default, is_max):
+    if not args:
+        raise TypeError(f"{name} expected at least 1 argument, got 0")
+    if len(args) > 1 and default is not _NO_DEFAULT:
+        raise TypeError(f"Cannot specify a default for {name}() with multiple positional arguments")
+    it = iter(args[0]) if len(args) == 1 else iter(args)
+    try:
+        best = next(it)
+    except StopIteration:
+        if default is not _NO_DEFAULT:
+            return default
+        raise ValueError(f"{name}() arg is an empty sequence") from None
+    best_key = best if key is None else key(best)
+    for item in it:
+        k = item if key is None else key(item)
+        if (k > best_key) if is_max else (k < best_key):
+            best, best_key = item, k
+    return best

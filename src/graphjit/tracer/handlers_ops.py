@@ -12,6 +12,7 @@ from ..exc import observed, unsupported
 from ..variables import (
     BaseSequenceVariable,
     ConstantVariable,
+    DequeVariable,
     DictVariable,
     ListVariable,
     NNModuleVariable,
@@ -98,7 +99,7 @@ class OpHandlers:
         """``container[index] = value`` (``STORE_SUBSCR``, ``operator.setitem``)."""
         if container.is_tensor():
             self.output.call(self, "call_function", operator.setitem, [container, index, value], {})
-        elif isinstance(container, (ListVariable, DictVariable)):
+        elif isinstance(container, (ListVariable, DictVariable, DequeVariable)):
             container.setitem(self, index, value)
         elif isinstance(container, UserObjectVariable):
             container.call_method(self, "__setitem__", [index, value], {})

@@ -528,15 +528,20 @@ def _sum(tx, args, kwargs):
 
 def _minmax(fn):
     def handler(tx, args, kwargs):
-        values = args[0].unpack(tx) if len(args) == 1 else list(args)
-        if kwargs or not all(v.is_python_constant() for v in values):
-            if any(v.is_tensor() for v in values):
-                raise unsupported("max/min of tensors", f"builtin {fn.__name__}() compares tensor values",
-                                  hints=["Use torch.maximum / torch.minimum or torch.max(t)."])
+        if len(args) == 1 and args[0].is_tensor():
             return None
-        return VariableTracker.build(tx, call_python(fn.__name__, fn, (v.as_python_constant() for v in values)))
+        if len(args) == 1 and not kwargs and args[0].is_python_constant():
+            return VariableTracker.build(tx, call_python(fn.__name__, fn, args[0].as_python_constant()))
+        values = list(args) if len(args) > 1 else None
+        if values is not None and any(v.is_tensor() for v in values):
+            raise unsupported("max/min of tensors", f"builtin {fn.__name__}() compares tensor values",
+                              hints=["Use torch.maximum / torch.minimum or torch.max(t)."])
+        if values is not None and not kwargs and all(v.is_python_constant() for v in values):
+            return VariableTracker.build(tx, call_python(fn.__name__, fn, *(v.as_python_constant() for v in values)))
+        # keys, defaults, items that are not constants: CPython's loop, traced
+        return tx.inline_polyfill(poly.builtin_max if fn is max else poly.builtin_min, list(args), kwargs)
 
-    register(fn)(handler)
+    register(fn, pure=False)(handler)
 
 
 _minmax(max)

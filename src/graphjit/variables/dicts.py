@@ -30,6 +30,7 @@ from .base import (
     ValueMutationExisting,
     ValueMutationNew,
     VariableTracker,
+    call_python,
     register_builder,
 )
 from .constant import ConstantVariable
@@ -431,6 +432,9 @@ def rebuild_dict(cls: type, items: dict, default_factory=None) -> dict:
 rebuild_dict.__module__ = "graphjit_runtime"
 
 
+_VIEW_SET_METHODS = frozenset({"isdisjoint"})
+
+
 class DictViewVariable(VariableTracker):
     """``d.keys()``, ``d.values()`` or ``d.items()``: a live view of ``dict_var``."""
 
@@ -460,6 +464,11 @@ class DictViewVariable(VariableTracker):
     def truthiness(self, tx) -> bool:
         return bool(self.dict_var.realize_items(tx))
 
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        if callable(getattr(self.python_type(), name, None)):
+            return MethodVariable(self, name)
+        raise observed(AttributeError, f"'{self.python_type().__name__}' object has no attribute '{name}'")
+
     def key_set(self, tx) -> set:
         """The keys as a Python set (keys views behave like sets)."""
         return set(self.dict_var.realize_items(tx))
@@ -469,6 +478,22 @@ class DictViewVariable(VariableTracker):
             return ConstantVariable(len(self.dict_var.realize_items(tx)))
         if name == "__contains__" and self.kind == "keys":
             return self.dict_var.call_method(tx, "__contains__", args, {})
+        if name == "__contains__" and self.kind == "values":
+            return tx.inline_polyfill(poly.sequence_contains, [TupleVariable(self.unpack(tx)), args[0]])
+        if name == "__contains__" and self.kind == "items":
+            pair = args[0].unpack(tx) if args[0].python_type() is tuple else None
+            if pair is None or len(pair) != 2:
+                return ConstantVariable(False)
+            found = self.dict_var.lookup(tx, key_of(pair[0]))
+            if found is MISSING:
+                return ConstantVariable(False)
+            return tx.inline_polyfill(poly.sequence_contains, [TupleVariable([found]), pair[1]])
+        if name in _VIEW_SET_METHODS and self.kind in ("keys", "items") and not kwargs:
+            mine = self.key_set(tx) if self.kind == "keys" else {
+                (k, v.as_python_constant()) for k, v in self.dict_var.realize_items(tx).items()}
+            others = [set(key_of(i) if self.kind == "keys" else i.as_python_constant()
+                          for i in tx.make_iterator(a).unpack(tx)) for a in args]
+            return VariableTracker.build(tx, call_python(f"dict_{self.kind}.{name}", getattr(mine, name), *others))
         if name == "__iter__":
             return tx.make_iterator(self)
         raise unsupported("unsupported dict view method", f"dict_{self.kind}.{name}")

@@ -290,6 +290,12 @@ class ClassVariable(VariableTracker):
     def identity(self):
         return self.cls
 
+    def unpack(self, tx) -> list[VariableTracker]:
+        """Iteration over an ``Enum`` class: its members, in definition order."""
+        if isinstance(self.cls, enum.EnumMeta):
+            return [VariableTracker.build(tx, member) for member in self.cls]
+        return super().unpack(tx)
+
     def var_getattr(self, tx, name: str) -> VariableTracker:
         return class_getattr(tx, self, name)
 

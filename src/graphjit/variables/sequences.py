@@ -256,14 +256,14 @@ class ListVariable(BaseSequenceVariable):
         return self
 
     def _sort(self, tx, args, kwargs) -> VariableTracker:
-        if args or set(kwargs) - {"reverse"} or not all(i.is_python_constant() for i in self.items):
-            raise unsupported("list.sort of non-constants or with a key",
-                              "sorting needs the values in Python")
-        reverse = kwargs["reverse"].as_python_constant() if "reverse" in kwargs else False
-        order = sorted(range(len(self.items)), key=lambda i: self.items[i].as_python_constant(),
-                       reverse=reverse)
+        """``list.sort(key=..., reverse=...)``: ``sorted``'s order (stable, keys computed in
+        order), then the list's items replaced in place."""
+        if args or set(kwargs) - {"reverse", "key"}:
+            raise observed(TypeError, "sort() takes no positional arguments") if args else \
+                unsupported("list.sort with unknown keywords", repr(kwargs))
+        ordered = tx.call_python_builtin(sorted, [ListVariable(list(self.items))], dict(kwargs))
         self._mutate(tx, "sort")
-        self.items[:] = [self.items[i] for i in order]
+        self.items[:] = ordered.unpack(tx)
         return ConstantVariable(None)
 
     def setitem(self, tx, index: VariableTracker, value: VariableTracker) -> None:
@@ -324,9 +324,21 @@ class DequeVariable(BaseSequenceVariable):
             while len(self.items) > self.maxlen:
                 self.items.pop(0 if left else -1)
 
+    def setitem(self, tx, index: VariableTracker, value: VariableTracker) -> None:
+        idx = index.as_python_constant()
+        if type(idx) is not int:
+            raise observed(TypeError, f"sequence index must be integer, not '{type(idx).__name__}'")
+        if not -len(self.items) <= idx < len(self.items):
+            raise observed(IndexError, "deque index out of range")
+        self._mutate(tx)
+        self.items[idx] = value
+
     def call_method(self, tx, name: str, args: list, kwargs: dict) -> VariableTracker:
         if kwargs:
             raise unsupported("deque method with keyword arguments", f"deque.{name}")
+        if name == "__setitem__" and len(args) == 2:
+            self.setitem(tx, args[0], args[1])
+            return ConstantVariable(None)
         items = self.items
         if name in ("pop", "popleft") and not args:
             if not items:
