@@ -198,6 +198,9 @@ def guard_expressions(guard: Guard, scope: GuardScope, c: _Consts,
 def _constant(label: str, E, v: Any, c: _Consts) -> list[GuardPart]:
     if v is None or isinstance(v, bool):
         return [GuardPart(label, f"{E()} is {v!r}", E(), repr(v))]
+    if type(v) is float and v != v:  # NaN equals nothing, itself included
+        return [GuardPart(label, f"type({E()}) is float", f"type({E()})", "float"),
+                GuardPart(label, f"{E()} != {E()}", f"{E()} != {E()}", "True")]
     if type(v) in _SIMPLE_CONSTANTS or type(v) is float and math.isfinite(v):
         return [GuardPart(label, f"type({E()}) is {type(v).__name__}", f"type({E()})", type(v).__name__),
                 GuardPart(label, f"{E()} == {v!r}", E(), _short(v))]

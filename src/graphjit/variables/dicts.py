@@ -143,7 +143,11 @@ class DictVariable(VariableTracker):
     def as_python_constant(self):
         if self.is_existing:
             raise unsupported("not a constant", "a dict that existed before the call")
-        return {k: v.as_python_constant() for k, v in self._items.items()}
+        items = {k: v.as_python_constant() for k, v in self._items.items()}
+        if self.user_cls in (dict, collections.OrderedDict):
+            return self.user_cls(items)
+        factory = self.default_factory.as_python_constant() if self.default_factory is not None else None
+        return rebuild_dict(self.user_cls, items, factory)
 
     def unpack(self, tx) -> list[VariableTracker]:
         return [VariableTracker.build(tx, k) for k in self.realize_items(tx)]
@@ -423,7 +427,12 @@ def rebuild_dict(cls: type, items: dict, default_factory=None) -> dict:
     """A new ``cls`` (a dict subclass) holding ``items``, made as the trace made it: its
     ``__init__`` already ran in the trace, so it is not run again."""
     d = cls.__new__(cls)
-    dict.update(d, items)
+    if issubclass(cls, collections.OrderedDict):  # its own order list: its own methods
+        collections.OrderedDict.__init__(d)
+        for k, v in items.items():
+            collections.OrderedDict.__setitem__(d, k, v)
+    else:
+        dict.update(d, items)
     if default_factory is not None:
         d.default_factory = default_factory
     return d
