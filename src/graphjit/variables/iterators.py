@@ -16,7 +16,9 @@ import types
 from ..exc import observed, unsupported
 from .base import MethodVariable, ValueMutationNew, VariableTracker
 from .constant import ConstantVariable
+from .dicts import DictVariable, DictViewVariable
 from .sequences import ListVariable, TupleVariable
+from .sets import SetVariable
 
 
 class IteratorVariable(VariableTracker):
@@ -384,7 +386,34 @@ def make_iterator(tx, value: VariableTracker) -> VariableTracker:
     if isinstance(value, ListVariable):
         value.items  # the list is consumed: realize (and guard) it
         return ListIteratorVariable(live=value)
+    if isinstance(value, (DictVariable, DictViewVariable, SetVariable)):
+        return SizeCheckedIteratorVariable(value.unpack(tx), origin=value)
     return ListIteratorVariable(value.unpack(tx), origin=value)
+
+
+class SizeCheckedIteratorVariable(ListIteratorVariable):
+    """An iterator over a dict, a dict view or a set: as CPython's, a change of the
+    container's size while iterating is a ``RuntimeError`` at the next step."""
+
+    def __init__(self, items, *, origin: VariableTracker, **kwargs) -> None:
+        super().__init__(items, origin=origin, **kwargs)
+        self.size = self._size()
+
+    def _size(self) -> int:
+        origin = self.origin
+        if isinstance(origin, DictViewVariable):
+            origin = origin.dict_var
+        if isinstance(origin, SetVariable):
+            return len(origin.keys)
+        return len(origin._items) if origin._items is not None else len(origin.realize_items(None))
+
+    def next_item(self, tx=None) -> VariableTracker | None:
+        if self.size is not None and self._size() != self.size:
+            self.size = None  # CPython's iterator is finished after the error
+            self.index = len(self._seq())
+            what = "Set" if isinstance(self.origin, SetVariable) else "dictionary"
+            raise observed(RuntimeError, f"{what} changed size during iteration")
+        return super().next_item(tx)
 
 
 def _advanced(iterator, n: int):
