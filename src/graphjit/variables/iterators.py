@@ -9,6 +9,7 @@ snapshot of the items taken when the iterator was made."""
 
 from __future__ import annotations
 
+import collections
 import itertools
 
 import types
@@ -411,6 +412,9 @@ class SizeCheckedIteratorVariable(ListIteratorVariable):
         if self.size is not None and self._size() != self.size:
             self.size = None  # CPython's iterator is finished after the error
             self.index = len(self._seq())
+            origin = self.origin.dict_var if isinstance(self.origin, DictViewVariable) else self.origin
+            if isinstance(origin, DictVariable) and issubclass(origin.user_cls, collections.OrderedDict):
+                raise observed(RuntimeError, "OrderedDict mutated during iteration")
             what = "Set" if isinstance(self.origin, SetVariable) else "dictionary"
             raise observed(RuntimeError, f"{what} changed size during iteration")
         return super().next_item(tx)
