@@ -22,7 +22,7 @@ from ..variables import (
     UserObjectVariable,
     VariableTracker,
 )
-from ..variables.dicts import items_of, key_of
+from ..variables.dicts import MISSING, items_of, key_of
 from ..variables.iterators import make_iterator
 from ..variables.operators import binary_op, contains, unary_op
 
@@ -177,13 +177,15 @@ class OpHandlers:
         conv = {0: lambda v: v, 1: str, 2: repr, 3: ascii}[inst.arg & 0x03]
         self.push(ConstantVariable(format(conv(value.as_python_constant()), spec)))
 
+    # The displays' opcodes go through the containers' methods: in a resume function the
+    # container being built is an argument (it existed before), so its mutations are logged.
     def LIST_APPEND(self, inst) -> None:
         value = self.pop()
-        self.stack[-inst.arg].items.append(value)
+        self.stack[-inst.arg].call_method(self, "append", [value], {})
 
     def LIST_EXTEND(self, inst) -> None:
         value = self.pop()
-        self.stack[-inst.arg].items.extend(value.unpack(self))
+        self.stack[-inst.arg].call_method(self, "extend", [value], {})
 
     def SET_ADD(self, inst) -> None:
         value = self.pop()
@@ -198,24 +200,24 @@ class OpHandlers:
 
     def MAP_ADD(self, inst) -> None:
         value, key = self.pop(), self.pop()
-        self.stack[-inst.arg]._items[key_of(key)] = value
+        self.stack[-inst.arg].setitem_key(self, key_of(key), value)
 
     def DICT_UPDATE(self, inst) -> None:
         other = self.pop()
         target = self.stack[-inst.arg]
         for key, value in items_of(self, other):
-            target._items[key] = value
+            target.setitem_key(self, key, value)
 
     def DICT_MERGE(self, inst) -> None:
         """``f(**a, **b)``: like DICT_UPDATE, but a repeated keyword is the call's TypeError."""
         other = self.pop()
         target = self.stack[-inst.arg]
         for key, value in items_of(self, other):
-            if key in target._items:
+            if target.lookup(self, key) is not MISSING:
                 fn = self.stack[-(inst.arg + 2)]
                 raise observed(TypeError, f"{_function_name(fn)} got multiple values for keyword "
                                           f"argument '{key}'")
-            target._items[key] = value
+            target.setitem_key(self, key, value)
 
     # -- unpacking ------------------------------------------------------------------------
     def UNPACK_SEQUENCE(self, inst) -> None:

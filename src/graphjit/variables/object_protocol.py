@@ -216,6 +216,10 @@ def class_attr_get(tx, obj, name: str, found: TypeAttr) -> VariableTracker:
         return var
     raw, cls = found.raw, obj.python_type()
     attr_src = obj.attr_source(name)
+    if attr_src is not None and obj.has_instance_dict() and name in obj.instance_dict(tx).written:
+        # the instance's own value was deleted in this trace: ``obj.name`` re-read now
+        # would still find it, so the class attribute is read through the class
+        attr_src = None
     if isinstance(raw, types.FunctionType):
         if is_stable_class(found.owner):  # torch's own method: only its shadowing is guarded
             if obj.has_instance_dict() and attr_src is not None:
