@@ -148,6 +148,15 @@ class TensorVariable(VariableTracker):
                 ["Keep values as tensors inside the compiled region, or move this call out of it."],
             )
         self._note_metadata(name)
+        if name == "requires_grad_":
+            wanted = (args[0] if args else kwargs.get("requires_grad", None))
+            wanted = True if wanted is None else bool(wanted.as_python_constant())
+            if wanted != self.example_value.requires_grad:
+                raise unsupported(
+                    "Tensor.requires_grad_ in compiled code", f"Tensor.requires_grad_({wanted})",
+                    "A tensor made to require grad inside a graph is not traced by AOTAutograd "
+                    "(outputs would lose requires_grad, a leaf's in-place check would be lost); "
+                    "the call runs in Python.")
         if name in CONSTANT_METHODS:
             consts, kconsts = check_constant_args(f"Tensor.{name}", args, kwargs)
             return VariableTracker.build(tx, getattr(self.example_value, name)(*consts, **kconsts))
