@@ -717,8 +717,7 @@ CASES = [
            "without fullgraph the call raises AttributeError \"'_BoundNested' object "
            "attribute '__module__' is read-only\""),
     Case(wraps_decorated_global, [(X, Y)]),
-    _xfail(Case(lru_cache_helpers, [(X,)]),
-           "Unsupported 'C-level method: _lru_cache_wrapper.__call__' under fullgraph"),
+    Case(lru_cache_helpers, [(X,)]),
     Case(cmp_to_key_sorted, [(X,)]),
     # operator
     Case(operator_arith, [(X, Y)]),

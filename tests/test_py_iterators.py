@@ -382,9 +382,7 @@ ITER_NEXT = [
     Case(iter_next_list, [(X, Y)]),
     Case(next_default_on_empty, XY),
     Case(next_exhausted_in_try, XY),
-    xfail(Case(iter_callable_sentinel, XY),
-          "Unsupported: unsupported builtin call: iter(NestedUserFunctionVariable(tick), "
-          "ConstantVariable(4))"),
+    Case(iter_callable_sentinel, XY),
     Case(manual_while_next, XY),
 ]
 

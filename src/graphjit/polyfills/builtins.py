@@ -162,3 +162,12 @@ def _minmax(name, args, key, default, is_max):
         if (k > best_key) if is_max else (k < best_key):
             best, best_key = item, k
     return best
+
+
+def iter_sentinel(function, sentinel):
+    """``iter(callable, sentinel)``: call until the result equals ``sentinel``."""
+    while True:
+        value = function()
+        if value == sentinel:
+            return
+        yield value

@@ -20,6 +20,7 @@ trackers).  In order:
 
 from __future__ import annotations
 
+import functools
 import types
 from typing import Any
 
@@ -30,9 +31,16 @@ from ..guards.guard import GuardKind
 from ..trace_rules import Rule, is_stdlib_file, trace_rule
 from ..sources import AttrSource, Source
 from .. import polyfills
-from .base import MethodVariable, VariableTracker, register_builder_by_id, register_builder_predicate
+from .base import (
+    MethodVariable,
+    VariableTracker,
+    register_builder,
+    register_builder_by_id,
+    register_builder_predicate,
+)
 from .builtins import build_builtin, is_builtin_callable
 from .functions import (
+    CachedFunctionVariable,
     NoOpFunctionVariable,
     OpaqueCallableVariable,
     PolyfilledCallableVariable,
@@ -68,6 +76,14 @@ def _attr(source: Source | None, name: str) -> Source | None:
 def _guard(tx, source, kind, value) -> None:
     if source is not None:
         tx.output.add_guard(source, kind, value)
+
+
+@register_builder(functools._lru_cache_wrapper, exact=True)
+def build_cached_function(tx, value: Any, source: Source | None) -> VariableTracker:
+    """``@lru_cache``/``@cache`` functions: calls trace the wrapped function."""
+    _guard(tx, source, GuardKind.ID_MATCH, value)
+    wrapped = VariableTracker.build(tx, value.__wrapped__, _attr(source, "__wrapped__"), realize=True)
+    return CachedFunctionVariable(value, wrapped, source=source)
 
 
 @register_builder_by_id(*polyfills.originals())

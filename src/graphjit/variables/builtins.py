@@ -404,7 +404,14 @@ def _reversed(tx, args, kwargs):
 def _iter(tx, args, kwargs):
     if len(args) == 1:
         return make_iterator(tx, args[0])
+    if len(args) == 2 and not kwargs:  # iter(callable, sentinel): a callable_iterator
+        it = tx.inline_polyfill(poly.iter_sentinel, list(args))
+        it.escapes_as = _CALLABLE_ITERATOR
+        return it
     return None
+
+
+_CALLABLE_ITERATOR = type(iter(int, 1))
 
 
 @register(next, pure=False)

@@ -277,6 +277,42 @@ class PolyfilledCallableVariable(VariableTracker):
         cg.load_const(self.value)
 
 
+class CachedFunctionVariable(VariableTracker):
+    """A ``functools.lru_cache``/``cache`` wrapper: a call traces the wrapped function (the
+    call passes through the cache, as in TorchDynamo; its statistics are not updated).
+    The wrapper itself is what is reconstructed and compared."""
+
+    def __init__(self, value: Any, wrapped: VariableTracker, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.value, self.wrapped = value, wrapped
+
+    def _repr_body(self) -> str:
+        return f"lru_cache({_qualname(self.value.__wrapped__)})"
+
+    def python_type(self) -> type:
+        return type(self.value)
+
+    def as_python_constant(self):
+        return self.value
+
+    def identity(self):
+        return self.value
+
+    def call_function(self, tx, args, kwargs) -> VariableTracker:
+        return self.wrapped.call_function(tx, args, kwargs)
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        if name == "__wrapped__":
+            return self.wrapped
+        raise unsupported("attribute of an lru_cache wrapper", f"{self._repr_body()}.{name}")
+
+    def reconstruct(self, cg) -> None:
+        if self.source is not None:
+            cg.extend(self.source.reconstruct())
+        else:
+            cg.load_const(self.value)
+
+
 class NoOpFunctionVariable(VariableTracker):
     """A function whose call only does bookkeeping that does not concern the traced
     program (TorchDynamo's module generation tags): calling it returns ``None``."""
