@@ -712,10 +712,7 @@ CASES = [
     Case(partial_of_torch_fn, [(X, Y)]),
     Case(reduce_without_initial, [(X, Y)]),
     Case(reduce_with_initial, [(X, Y)]),
-    _xfail(Case(wraps_in_trace, [(X, Y)]),
-           "Unsupported 'skipped standard-library function: call to wraps' under fullgraph; "
-           "without fullgraph the call raises AttributeError \"'_BoundNested' object "
-           "attribute '__module__' is read-only\""),
+    Case(wraps_in_trace, [(X, Y)]),
     Case(wraps_decorated_global, [(X, Y)]),
     Case(lru_cache_helpers, [(X,)]),
     Case(cmp_to_key_sorted, [(X,)]),

@@ -629,8 +629,7 @@ ESCAPING = [
     Case(store_generator_on_arg, [(X, Box())]),
     Case(return_partial_list_iterator, [(X, Y)]),
     Case(return_enumerate_zip_map, XY),
-    xfail(Case(return_filter_reversed, XY),
-          "an escaping list_reverseiterator is rebuilt as a tuple_iterator"),
+    Case(return_filter_reversed, XY),
     Case(return_range_iterator, XY),
 ]
 

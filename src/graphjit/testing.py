@@ -45,6 +45,8 @@ class CompileCounter:
 #: iterators compared by type and by the items they still give (consumed by the comparison)
 _ITERATOR_TYPES = (type(x for x in ()), type(iter([])), type(iter(())), type(iter(range(0))),
                    type(iter("")), type(iter({})), type(iter({}.values())), type(iter({}.items())),
+                   type(reversed([])), type(reversed(range(0))),
+                   type(iter(set())), type(iter(int, 0)), type(iter(bytearray())), type(reversed({})),
                    enumerate, zip, map, filter, reversed)
 
 

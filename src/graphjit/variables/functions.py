@@ -100,6 +100,8 @@ class NestedUserFunctionVariable(UserFunctionVariable):
         self.qualname = qualname or code.co_qualname
         self.defaults, self.kwdefaults, self.closure = defaults, kwdefaults, closure
         self.trusted = False
+        #: attributes written in the trace (``functools.wraps``: ``__doc__``, ``__wrapped__``...)
+        self.attrs: dict[str, VariableTracker] = {}
 
     def _repr_body(self) -> str:
         return self.name
@@ -126,14 +128,42 @@ class NestedUserFunctionVariable(UserFunctionVariable):
         return list(self.closure)
 
     def children(self) -> list[VariableTracker]:
-        return [*self.defaults, *self.kwdefaults.values(), *self.closure]
+        return [*self.defaults, *self.kwdefaults.values(), *self.closure, *self.attrs.values()]
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
+        if name in self.attrs:
+            return self.attrs[name]
         if name in ("__name__", "__qualname__"):
             return VariableTracker.build(tx, self.name if name == "__name__" else self.qualname)
         if name == "__code__":
             return VariableTracker.build(tx, self.code)
-        raise unsupported("attribute of a nested function", f"{self.name}.{name}")
+        if name == "__module__":
+            return VariableTracker.build(tx, self.f_globals.get("__name__"))
+        if name == "__doc__":
+            doc = self.code.co_consts[0] if self.code.co_consts and isinstance(self.code.co_consts[0], str) else None
+            return VariableTracker.build(tx, doc)
+        if name == "__dict__":
+            raise unsupported("attribute of a nested function", f"{self.name}.__dict__")
+        raise observed(AttributeError, f"'function' object has no attribute '{name}'")
+
+    def has_attr(self, tx, name: str) -> bool:
+        return name in self.attrs or name in ("__name__", "__qualname__", "__code__", "__module__",
+                                               "__doc__", "__dict__", "__defaults__", "__kwdefaults__")
+
+    def store_attr(self, tx, name: str, value: VariableTracker) -> None:
+        """A write to a function made in the trace: kept, and applied when it is rebuilt
+        (``functools.update_wrapper``'s ``__name__``, ``__doc__``, ``__wrapped__``...)."""
+        if name in ("__code__", "__defaults__", "__kwdefaults__", "__closure__", "__globals__", "__dict__"):
+            raise unsupported("attribute write on a nested function", f"{self.name}.{name}")
+        if name in ("__name__", "__qualname__"):
+            if not (value.is_python_constant() and isinstance(value.as_python_constant(), str)):
+                raise observed(TypeError, f"{name} must be set to a string object")
+            if name == "__name__":
+                self.name = value.as_python_constant()
+            else:
+                self.qualname = value.as_python_constant()
+            return
+        self.attrs[name] = value
 
     def reconstruct(self, cg) -> None:
         """``types.FunctionType(code, globals, name, defaults, closure)`` (+ keyword
@@ -164,6 +194,11 @@ class NestedUserFunctionVariable(UserFunctionVariable):
             cg.load_const(self.qualname)
             cg.swap(2)
             cg.store_attr("__qualname__")
+        for name, value in self.attrs.items():
+            cg.dup_top()
+            cg.reconstruct(value)
+            cg.swap(2)
+            cg.store_attr(name)
 
 
 class UserMethodVariable(VariableTracker):
