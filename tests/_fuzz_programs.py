@@ -3,23 +3,30 @@
 ``generate(seed)`` writes the source of a small module: a prelude (module globals ``G0``
 and ``GL``; a user class ``Box`` with instance attributes ``a`` (int) and ``b`` (tensor), a
 class attribute, a mutating method and a property, and a subclass ``Sub`` using
-``super()``; an exception class with an attribute; a ``contextlib.contextmanager`` and a
-context-manager class that may swallow ``ValueError``; fixed helpers with ``*args``,
-``**kwargs``, recursion and a tensor generator), then a few generated helper functions
-and generator functions, then ``prog(x, y, obj, lst, d)``.  Statements are drawn with
-``random.Random(seed)`` from typed building blocks: every name keeps one kind (tensor of
-shape (3,), 0-d tensor, int, float, bool, str, list of ints, dict str -> int, set of ints,
-list of tensors, Box, generator, closures), names defined in a block are not used after
-it, loops are bounded, so every program is valid and quick.  They cover tensor arithmetic,
-views and in-place ops (aliases see them), indexing and dtype changes; Python arithmetic,
-comparisons, containers, comprehensions, iterators and generators; attribute reads, writes
-and deletes; helpers mutating their arguments or raising; closures with ``nonlocal``;
-branches on Python values and on tensors; ``break``/``continue``; ``try``/``except``/
-``else``/``finally`` around operations that really raise; ``with`` blocks; global and
-class-attribute writes; now and then a ``print`` or ``.item()`` (graph breaks).
+``super()``; a dict subclass with ``__missing__``; an exception class with an attribute; a
+``contextlib.contextmanager`` and a context-manager class that may swallow ``ValueError``;
+fixed helpers with ``*args``, ``**kwargs``, recursion and a tensor generator), then a few
+generated helper functions and generator functions, then ``prog(x, y, obj, lst, d)``.
+
+Statements are drawn with ``random.Random(seed)`` from typed building blocks: every name
+keeps one kind (tensor of shape (3,), 0-d tensor, int, float, bool, str, list of ints, dict
+str -> int, set of ints, list of tensors, Box, iterator, closures), names bound in a block
+are not used after it, loops are bounded and values kept small, so every program is valid
+and quick.  They cover tensor arithmetic, views and in-place ops (aliases see them),
+indexing, dtype changes and data-dependent shapes; Python arithmetic, comparisons,
+containers (also defaultdict, Counter, OrderedDict), comprehensions, iterators, generators,
+itertools/functools/heapq/operator; attribute reads, writes and deletes, the instance dict;
+helpers mutating their arguments or raising; closures with ``nonlocal``, bound methods and
+partials; branches on Python values and on tensors; ``break``/``continue``, loops changing
+what they iterate; ``try``/``except``/``else``/``finally`` around operations that really
+raise, exception chaining; ``with`` blocks; ``del``; global and class-attribute writes; now
+and then a ``print`` or ``.item()`` (graph breaks).  Each program leans on three kinds of
+statement drawn from the seed, for variety.
 
 ``run_one(seed)`` runs the program eagerly and compiled by graphjit, four calls (inputs
-0, the same again, inputs 1, inputs 0) on deep copies, and compares everything observable.
+0, the same again, inputs 1, inputs 0) on deep copies, and compares the results, the
+arguments afterwards, the globals, stdout, grad mode, exceptions (type and message) and
+which results are the very argument objects; graphjit's own errors count as mismatches.
 ``python tests/_fuzz_programs.py --start 0 --count 10000`` runs a range of seeds;
 ``--show SEED`` prints a program; ``--minimize SEED`` shrinks a mismatching one.
 """
@@ -36,6 +43,7 @@ import random
 import re
 import signal
 import sys
+import threading
 import time
 import types
 import warnings
@@ -46,22 +54,22 @@ import graphjit
 from graphjit.testing import assert_equal
 
 # the kinds of value a name holds
-T = "tensor"    # float32 tensor of shape (3,)
-S = "scalar"    # float32 tensor of shape ()
+T = "tensor"     # float32 tensor of shape (3,)
+S = "scalar"     # float32 tensor of shape ()
 I = "int"
 F = "float"
 B = "bool"
 STR = "str"
-L = "list"      # list of ints
-D = "dict"      # dict str -> int
-SET = "set"     # set of ints
-TL = "tensors"  # non-empty list of tensors of shape (3,)
-BOX = "box"     # a Box (or Sub)
-GEN = "gen"     # a generator of ints (partly consumed as the program goes)
-LOG = "log"     # prog's list of strings (appended to, returned)
-CT = "closure"  # a closure tensor -> tensor
-CI = "counter"  # a closure () -> int that bumps a nonlocal int
-CB = "callable" # a callable int -> int (a bound method, a partial, a lambda, abs)
+L = "list"       # list of ints
+D = "dict"       # dict str -> int (or a dict subclass: defaultdict, Counter, OrderedDict, Reg)
+SET = "set"      # set of ints
+TL = "tensors"   # non-empty list of tensors of shape (3,)
+BOX = "box"      # a Box (or Sub)
+GEN = "gen"      # an iterator of ints (partly consumed as the program goes)
+LOG = "log"      # prog's list of strings (appended to, returned)
+CT = "closure"   # a closure tensor -> tensor
+CI = "counter"   # a closure () -> int that bumps a nonlocal int
+CB = "callable"  # a callable int -> int (a bound method, a partial, a lambda, abs)
 
 KEYS = ("a", "b", "c", "k")
 ALL_KEYS = KEYS + ("zz",)  # "zz" is in no input dict
@@ -214,7 +222,8 @@ class _Fn:
 
     @property
     def bounded(self) -> bool:
-        """Ints assigned here are taken modulo 1000 (loops and helpers run many times)."""
+        """Values assigned here are kept small, ints modulo 1000 and lists cut to 8 items
+        (loops and helpers run many times)."""
         return bool(self.loops) or not self.is_prog
 
     def emit(self, line: str) -> None:
@@ -394,7 +403,8 @@ class _Gen:
             return one(f"{a()}[{a()} > 0].sum()", f"{a()}.nonzero().float().sum()",
                        f"torch.tensor({self.ex(f, L, d)} + [0.0]).sum()",
                        f"torch.tensor(sorted({self.ex(f, D, d)}.values()) + [1.0]).mean()",
-                       f"{a()}[torch.tensor([0, 2])].sum()", f"({a()}[{self.ex(f, L, 0)}[0] % 3] if {self.ex(f, L, 0)} else {a()}[0])")
+                       f"{a()}[torch.tensor([0, 2])].sum()",
+                       f"({a()}[{self.ex(f, L, 0)}[0] % 3] if {self.ex(f, L, 0)} else {a()}[0])")
         return f.pick(S)
 
     def ex_int(self, f: _Fn, depth: int) -> str | None:
@@ -418,7 +428,8 @@ class _Gen:
                        f"min({a()}, {a()}, key=abs)")
         if choice == 11:
             return one(f"len({lst()})", f"sum({lst()})", f"len({self.ex(f, D, d)})",
-                       f"len({self.ex(f, SET, d)})", f"sum({self.ex(f, SET, d)})", f"len({self.ex(f, TL, d)})")
+                       f"len({self.ex(f, SET, d)})", f"sum({self.ex(f, SET, d)})",
+                       f"len({self.ex(f, TL, d)})")
         if choice == 12:
             t = self.ex(f, T, d)
             return one(f"{t}.shape[0]", f"{t}.size(0)", f"{t}.dim()", f"len({t})", f"{t}.numel()",
@@ -466,7 +477,8 @@ class _Gen:
             return one(f"(round({fl}) if abs({fl}) < 1e6 else 0)", f"(int({fl}) if abs({fl}) < 1e6 else 1)",
                        f"(math.floor({fl}) if abs({fl}) < 1e6 else 2)")
         if choice == 25:
-            return one(f"len({self.ex(f, STR, d)})", f"len(str({a()}))", f"ord({self.ex(f, STR, d)}[:1] or 'a')",
+            return one(f"len({self.ex(f, STR, d)})", f"len(str({a()}))",
+                       f"ord({self.ex(f, STR, d)}[:1] or 'a')",
                        f"{self.ex(f, STR, d)}.find('b')", f"int('1' + str(abs({a()})))")
         if choice == 26 and f.is_prog:
             return "len(log)"
@@ -533,7 +545,8 @@ class _Gen:
                        f"min({a()}, {self.ex(f, I, d)})")
         if choice == 8 and self.chance(0.4):  # graph breaks
             return one(f"{self.ex(f, S, d)}.item()", f"float({self.ex(f, S, d)})",
-                       f"sum({self.ex(f, T, d)}.tolist())", f"{self.ex(f, T, d)}.tolist()[{self.ex(f, I, 0)} % 3]")
+                       f"sum({self.ex(f, T, d)}.tolist())",
+                       f"{self.ex(f, T, d)}.tolist()[{self.ex(f, I, 0)} % 3]")
         if choice == 9:
             return f"({a()} if {self.ex(f, B, d)} else {a()})"
         if choice == 10:  # signed zeros and nans
@@ -580,7 +593,8 @@ class _Gen:
         if choice == 12 and self.chance(0.3):
             return f"bool({self.tensor_cond(f, d)})"
         if choice == 13:
-            return f"isinstance({one(i(), self.ex(f, F, d), self.ex(f, STR, d))}, {one('int', 'float', 'str', '(int, float)')})"
+            value = one(i(), self.ex(f, F, d), self.ex(f, STR, d))
+            return f"isinstance({value}, {one('int', 'float', 'str', '(int, float)')})"
         if choice == 14:
             return f"({i()} {cmp()} {i()} {cmp()} {i()})"
         if choice == 15:
@@ -601,7 +615,8 @@ class _Gen:
                        f"('%d-%s' % ({self.ex(f, I, d)}, {self.ex(f, STR, d)}))", f"str({self.ex(f, B, d)})")
         if choice == 4:
             return one(f"{self.ex(f, STR, d)}.upper()", f"({self.ex(f, STR, d)} + 'x')",
-                       f"'-'.join([{self.ex(f, STR, d)}, {self.ex(f, STR, d)}])", f"{self.ex(f, STR, d)}[::-1]",
+                       f"'-'.join([{self.ex(f, STR, d)}, {self.ex(f, STR, d)}])",
+                       f"{self.ex(f, STR, d)}[::-1]",
                        f"({self.ex(f, STR, d)} * 2)", f"{self.ex(f, STR, d)}.zfill(3)")
         if choice == 6:
             box = f.pick(BOX)
@@ -609,7 +624,8 @@ class _Gen:
                 return one(f"','.join(vars({box}))", f"type({box}).__name__", f"str({self.ex(f, F, d)})",
                            f"('%.2f' % {self.ex(f, F, d)})", f"repr({self.ex(f, F, d)})")
         if choice == 5:
-            return one(f"','.join(map(str, {self.ex(f, L, d)}))", f"'{{}}/{{}}'.format({self.ex(f, I, d)}, 'q')",
+            return one(f"','.join(map(str, {self.ex(f, L, d)}))",
+                       f"'{{}}/{{}}'.format({self.ex(f, I, d)}, 'q')",
                        f"sorted({self.ex(f, D, d)} or {{'a': 0}})[0]")
         return f.pick(STR)
 
@@ -635,7 +651,8 @@ class _Gen:
                        f"list(filter(None, {lst()}))", f"[a - b for a, b in zip({lst()}, {lst()})]")
         if choice == 5:
             dd = self.ex(f, D, d)
-            return one(f"list({dd}.values())", f"[v for k, v in sorted({dd}.items())]", f"[len(k) for k in {dd}]")
+            return one(f"list({dd}.values())", f"[v for k, v in sorted({dd}.items())]",
+                       f"[len(k) for k in {dd}]")
         if choice == 6 and self.generators:
             return f"list({r.choice(self.generators)}({i()}))"
         if choice == 7:
@@ -655,7 +672,7 @@ class _Gen:
                 return one(f"list(map({c}, {lst()}))", f"sorted({lst()}, key={c})")
         if choice == 12:  # heapq, itertools, functools
             return one(f"heapq.nlargest(2, {lst()})", f"heapq.nsmallest(2, {lst()})",
-                       f"list(itertools.accumulate({lst()}))", f"list(itertools.chain({lst()}, {lst()}))",
+                       f"list(itertools.accumulate({lst()}))", f"list(itertools.chain({lst()}, {lst()}[:2]))",
                        f"[b - a for a, b in itertools.pairwise({lst()})]",
                        f"[a * b for a, b in itertools.product(range(2), {lst()}[:2])]",
                        f"[a for a, _ in itertools.zip_longest({lst()}, [1], fillvalue=0)]",
@@ -680,7 +697,8 @@ class _Gen:
         if choice == 2:
             return one(f"dict({dd()})", f"{dd()}.copy()", f"({dd()} | {dd()})")
         if choice == 3:
-            return one(f"{{k: v * 2 for k, v in {dd()}.items()}}", f"{{k: v for k, v in {dd()}.items() if v > 0}}")
+            return one(f"{{k: v * 2 for k, v in {dd()}.items()}}",
+                       f"{{k: v for k, v in {dd()}.items() if v > 0}}")
         if choice == 4:
             return f"{{**{dd()}, {self.key(f)}: {i()}}}"
         if choice == 5:
@@ -846,6 +864,8 @@ class _Gen:
         value = self.ex(f, kind, r.randint(1, 3))
         if kind == I and f.bounded and not re.fullmatch(r"-?\d+", value):
             value = f"({value}) % 1000"  # bounded however often a loop runs it
+        if kind in (L, TL) and f.bounded:
+            value = f"({value})[:8]"  # (a list may be built from itself)
         self.assign(f, target, value, kind)
 
     def s_augment(self, f: _Fn):
@@ -862,9 +882,8 @@ class _Gen:
                 f.emit(f"{target} {r.choice(['+=', '-=', '*=', '//=', '|='])} {value}")
             return
         if kind == L:
-            if f.bounded or target == "GL":  # (*= 2 in a loop or a helper: too long)
-                return False
-            f.emit(r.choice([f"{target} *= 2", f"{target} += [{self.ex(f, I, 1)}]"]))
+            value = self.ex(f, I, 1)
+            f.emit(f"{target} += [{value}]" if target != "GL" else f"GL.append({value})")
             return
         if kind == STR:
             f.emit(f"{target} += {self.ex(f, STR, 1)}[:2]")
@@ -884,9 +903,11 @@ class _Gen:
         choice = r.randrange(7)
         if choice == 0:
             kind = r.choice([T, S, F])
-            f.emit(f"{t}.{r.choice(['add_', 'mul_', 'sub_'])}({self.ex(f, kind, 1)}{'.clone()' if kind == S else ''})")
+            method = r.choice(["add_", "mul_", "sub_"])
+            f.emit(f"{t}.{method}({self.ex(f, kind, 1)}{'.clone()' if kind == S else ''})")
         elif choice == 1:
-            f.emit(f"{t}[{r.choice(['0', '-1', f'{self.ex(f, I, 0)} % 3'])}] = {self.ex(f, r.choice([S, F]), 1)}")
+            index = r.choice(["0", "-1", f"{self.ex(f, I, 0)} % 3"])
+            f.emit(f"{t}[{index}] = {self.ex(f, r.choice([S, F]), 1)}")
         elif choice == 2:
             f.emit(f"{t}[{t} < 0] = {self.ex(f, F, 0)}")
         elif choice == 3:
@@ -917,12 +938,13 @@ class _Gen:
         elif choice == 4:
             f.emit(f"{v}.insert({r.choice(['0', '1', '-1', '10'])}, {i()})")
         elif choice == 5:
-            f.emit(f"{v}.extend({self.ex(f, L, 1)})")
+            f.emit(f"{v}.extend({self.ex(f, L, 1)}[:3])")  # (lists may alias: no doubling)
         elif choice == 6:
             with f.block(f"if {v}:"):
                 f.emit(f"{v}[{r.choice(['0', '-1'])}] = {i()}")
         elif choice == 7:
-            f.emit(f"{v}.{r.choice(['sort()', 'reverse()', 'sort(reverse=True)', 'sort(key=abs)', 'sort(key=lambda e: -e)'])}")
+            f.emit(f"{v}." + r.choice(["sort()", "reverse()", "sort(reverse=True)", "sort(key=abs)",
+                                      "sort(key=lambda e: -e)"]))
         elif choice == 8:
             x = i()
             with f.block(f"if {x} in {v}:"):
@@ -931,7 +953,7 @@ class _Gen:
             with f.block(f"if len({v}) > 1:"):
                 f.emit(f"del {v}[{r.choice(['0', '-1', '1:', '::2'])}]")
         elif choice == 10:
-            f.emit(f"{v}[{r.choice(['1:2', ':', ':1', '2:'])}] = {self.ex(f, L, 1)}")
+            f.emit(f"{v}[{r.choice(['1:2', ':', ':1', '2:'])}] = {self.ex(f, L, 1)}[:3]")
         elif choice == 11 and v != "GL" and not f.loops:
             f.emit(f"{v} = {v} + [{i()}]")
         else:
@@ -1073,11 +1095,13 @@ class _Gen:
         i, e = self.fresh("i"), self.fresh("e")
         choice = r.randrange(9)
         if choice == 0:
-            header, names = f"for {i} in range({r.choice(['3', '2', f'{self.ex(f, I, 1)} % 4', '1, 4, 2'])}):", {i: I}
+            stop = r.choice(["3", "2", f"{self.ex(f, I, 1)} % 4", "1, 4, 2"])
+            header, names = f"for {i} in range({stop}):", {i: I}
         elif choice == 1:
             header, names = f"for {e} in {self.ex(f, L, 1)}[:3]:", {e: I}
         elif choice == 2:
-            header, names = f"for {i}, {e} in enumerate({self.ex(f, L, 1)}[:3]{r.choice(['', ', 1'])}):", {i: I, e: I}
+            items = f"{self.ex(f, L, 1)}[:3]{r.choice(['', ', 1'])}"
+            header, names = f"for {i}, {e} in enumerate({items}):", {i: I, e: I}
         elif choice == 3:
             k = self.fresh("k")
             header, names = f"for {k}, {e} in list({self.ex(f, D, 1)}.items()):", {k: STR, e: I}
@@ -1173,7 +1197,8 @@ class _Gen:
                     f.body(1)
                 if self.chance(0.08):
                     f.emit(r.choice(["raise", f"raise ValueError('wrapped') from {e}",
-                                     "raise KeyError('while handling')", "raise IndexError('quiet') from None"]))
+                                     "raise KeyError('while handling')",
+                                     "raise IndexError('quiet') from None"]))
         if self.chance(0.2):
             with f.block("else:"):
                 f.body(1)
@@ -1322,8 +1347,10 @@ class _Gen:
         r = self.r
         choice = r.randrange(4)
         if choice == 0:
-            f.emit(r.choice([f"print('p', {self.ex(f, I, 1)})", f"print('{{:.2f}}'.format({self.ex(f, F, 1)}))",
-                             f"print({self.ex(f, STR, 1)}, {self.ex(f, L, 1)})", f"print({self.ex(f, T, 1)})"]))
+            f.emit(r.choice([f"print('p', {self.ex(f, I, 1)})",
+                             f"print('{{:.2f}}'.format({self.ex(f, F, 1)}))",
+                             f"print({self.ex(f, STR, 1)}, {self.ex(f, L, 1)})",
+                             f"print({self.ex(f, T, 1)})"]))
         elif choice == 1:
             n = self.fresh("n")
             f.emit(f"{n} = int(({self.ex(f, T, 1)} > 0).sum())")
@@ -1364,7 +1391,8 @@ class _Gen:
     def s_callable(self, f: _Fn):
         c = self.fresh("cb")
         box = f.pick(BOX)
-        options = ["abs", f"functools.partial(max, {self.ex(f, I, 1)})", f"(lambda q: q * {self.ex(f, I, 0)})",
+        options = ["abs", f"functools.partial(max, {self.ex(f, I, 1)})",
+                   f"(lambda q: q * {self.ex(f, I, 0)})",
                    f"functools.partial(pow, exp=2, mod=7)"]
         if box is not None:
             options.append(f"{box}.bump")
@@ -1542,7 +1570,8 @@ class _Timeout(BaseException):
 
 @contextlib.contextmanager
 def _time_limit(seconds: float):
-    if not seconds or not hasattr(signal, "setitimer"):
+    if not seconds or not hasattr(signal, "setitimer") or \
+            threading.current_thread() is not threading.main_thread():
         yield
         return
 

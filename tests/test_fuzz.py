@@ -15,7 +15,9 @@ exceptions and object identities; graphjit's own errors count as mismatches.
   bug: a new mismatch fails the test, and so does a listed seed that now agrees (the bug is
   fixed: drop the seeds and the test's xfail mark).
 * one regression test per bug the fuzzer found: the program minimised by hand, checked
-  with ``check_same``; the docstring names the fuzz seed it came from.
+  with ``check_same`` (``check_inputs`` where the bug needs two inputs in turn) with the
+  counting backend and ``aot_eager``; the docstring names the fuzz seed it came from and
+  what graphjit did wrong (most of these bugs are fixed; the rest are ``xfail``).
 
 A mismatch is reproduced with ``python tests/_fuzz_programs.py --start SEED --count 1``;
 ``--show SEED`` prints the program and ``--minimize SEED`` shrinks it.
@@ -23,11 +25,15 @@ A mismatch is reproduced with ``python tests/_fuzz_programs.py --start SEED --co
 
 from __future__ import annotations
 
+import collections
+
 import pytest
 import torch
 
+import graphjit
 from _fuzz_programs import run_one
-from graphjit.testing import check_same
+from _shared import check_sequence
+from graphjit.testing import CompileCounter, check_same
 
 # --------------------------------------------------------------------------------------
 # the fuzz runs
@@ -37,16 +43,10 @@ from graphjit.testing import check_same
 #: regression test shows
 KNOWN: dict[str, dict[str, list[int]]] = {
     "eager": {
-        "test_dict_deleted_from_while_iterated": [],
-        "test_dict_popped_from_while_iterated": [],
-        "test_nan_read_from_a_tensor_before_a_break": [],
-        "test_nan_local_across_a_print": [],
-        "test_list_display_unpacked_before_a_break": [],
-        "test_dict_display_unpacked_before_a_break": [],
+        "test_pop_attribute_from_dict": [6354],
     },
     "aot_eager": {
-        "test_requires_grad_set_in_the_graph_aot_eager": [],
-        "test_in_place_on_a_leaf_made_in_the_graph_aot_eager": [],
+        "test_in_place_on_an_input_saved_for_backward": [368],
     },
 }
 
@@ -85,11 +85,18 @@ def test_fuzz_aot_eager():
 
 
 # --------------------------------------------------------------------------------------
-# regression tests: one per bug found, minimised by hand
+# regression tests: one per bug the fuzzer found, minimised by hand, with both backends
 # --------------------------------------------------------------------------------------
 
 X = torch.tensor([1.0, -2.0, 3.0])
 Y = torch.tensor([0.5, 0.25, -1.0])
+backends = pytest.mark.parametrize("backend", [None, "aot_eager"], ids=["eager", "aot_eager"])
+
+
+def check_inputs(fn, inputs, backend=None):
+    """Like ``check_same``, for several inputs in turn through one compiled function."""
+    graphjit.reset()
+    check_sequence(fn, graphjit.compile(fn, backend=backend or CompileCounter()), inputs)
 
 
 def dict_deleted_from_while_iterated(x, d):
@@ -102,12 +109,11 @@ def dict_deleted_from_while_iterated(x, d):
     return x + len(d), log
 
 
-@pytest.mark.xfail(strict=True, reason="graphjit: deleting from a dict while iterating over it "
-                   "raises no RuntimeError('dictionary changed size during iteration'); the loop "
-                   "goes on and deletes every key")
-def test_dict_deleted_from_while_iterated():
-    """Fuzz seed 53 (and most seeds in KNOWN): eager deletes 'a', then raises."""
-    check_same(dict_deleted_from_while_iterated, X, {"a": 1, "b": 2})
+@backends
+def test_dict_deleted_from_while_iterated(backend):
+    """Fuzz seed 53 and 3% of all seeds: eager deletes 'a', then raises (graphjit raised
+    nothing and went on deleting every key)."""
+    check_same(dict_deleted_from_while_iterated, X, {"a": 1, "b": 2}, backend=backend)
 
 
 def dict_popped_from_while_iterated(x, d):
@@ -117,11 +123,28 @@ def dict_popped_from_while_iterated(x, d):
     return x + len(d)
 
 
-@pytest.mark.xfail(strict=True, reason="graphjit: d.pop(k) inside `for k in d` raises no "
-                   "RuntimeError('dictionary changed size during iteration') out of the frame")
-def test_dict_popped_from_while_iterated():
-    """Fuzz seed 60: the RuntimeError leaves the program."""
-    check_same(dict_popped_from_while_iterated, X, {"a": 1, "b": 2, "c": 0})
+@backends
+def test_dict_popped_from_while_iterated(backend):
+    """Fuzz seed 60: the RuntimeError leaves the program (graphjit returned normally)."""
+    check_same(dict_popped_from_while_iterated, X, {"a": 1, "b": 2, "c": 0}, backend=backend)
+
+
+def ordered_dict_deleted_from_while_iterated(x, d):
+    o = collections.OrderedDict(d)
+    log = []
+    try:
+        for k in o:
+            del o[k]
+    except RuntimeError as e:
+        log.append(str(e))
+    return x + len(o), log
+
+
+@backends
+def test_ordered_dict_deleted_from_while_iterated(backend):
+    """Fuzz seed 8554: the message is 'OrderedDict mutated during iteration' (graphjit gave
+    the dict's)."""
+    check_same(ordered_dict_deleted_from_while_iterated, X, {"a": 1, "b": 2}, backend=backend)
 
 
 def nan_read_from_a_tensor_before_a_break(x):
@@ -130,12 +153,12 @@ def nan_read_from_a_tensor_before_a_break(x):
     return x - 1
 
 
-@pytest.mark.xfail(strict=True, reason="graphjit: InternalError: the resume function's guard "
-                   "CONSTANT_MATCH on the nan left on the stack by .item() rejects the call it "
-                   "was traced from (nan != nan)")
-def test_nan_read_from_a_tensor_before_a_break():
-    """Fuzz seed 370 (a helper compared ``(t / -0.0).sum().item()`` with a float)."""
-    check_same(nan_read_from_a_tensor_before_a_break, X)
+@backends
+def test_nan_read_from_a_tensor_before_a_break(backend):
+    """Fuzz seed 370, a helper comparing ``(t / -0.0).sum().item()`` with a float
+    (graphjit: InternalError, the resume function's CONSTANT_MATCH guard on the nan
+    rejected the call it was traced from)."""
+    check_same(nan_read_from_a_tensor_before_a_break, X, backend=backend)
 
 
 def nan_local_across_a_print(x):
@@ -145,12 +168,10 @@ def nan_local_across_a_print(x):
     return y + f
 
 
-@pytest.mark.xfail(strict=True, reason="graphjit: InternalError: the resume function's guard "
-                   "CONSTANT_MATCH on the local float nan rejects the call it was traced from "
-                   "(nan != nan)")
-def test_nan_local_across_a_print():
-    """Fuzz seed 2164 (``f0 = float('nan') if ... else ...`` live across a break)."""
-    check_same(nan_local_across_a_print, X)
+@backends
+def test_nan_local_across_a_print(backend):
+    """Fuzz seed 2164: a local nan live across a break (the same InternalError)."""
+    check_same(nan_local_across_a_print, X, backend=backend)
 
 
 def _print_and_return(n):
@@ -163,11 +184,11 @@ def list_display_unpacked_before_a_break(x, lst):
     return x + e[-1], e
 
 
-@pytest.mark.xfail(strict=True, reason="graphjit: [*lst, f()] with a graph break in f() loses "
-                   "the unpacked items (gives [2] for lst=[5, 7]); [f(), *lst] is right")
-def test_list_display_unpacked_before_a_break():
-    """Found while minimising fuzz seed 2080 (the fuzzer writes ``[*lst, n]``)."""
-    check_same(list_display_unpacked_before_a_break, X, [5, 7])
+@backends
+def test_list_display_unpacked_before_a_break(backend):
+    """Found minimising fuzz seed 2080; the fuzzer writes ``[*lst, n]`` (graphjit lost the
+    unpacked items: [2] for lst=[5, 7])."""
+    check_same(list_display_unpacked_before_a_break, X, [5, 7], backend=backend)
 
 
 def dict_display_unpacked_before_a_break(x, d):
@@ -175,12 +196,62 @@ def dict_display_unpacked_before_a_break(x, d):
     return x + e["a"], e
 
 
-@pytest.mark.xfail(strict=True, reason="graphjit: {**d, 'a': f()} with a graph break in f(): "
-                   "InternalError while compiling the resume function: TypeError: 'NoneType' "
-                   "object does not support item assignment")
-def test_dict_display_unpacked_before_a_break():
-    """Fuzz seed 2080 (``{**d, 'a': sum(gen(n))}``, a generator that prints)."""
-    check_same(dict_display_unpacked_before_a_break, X, {"b": 1})
+@backends
+def test_dict_display_unpacked_before_a_break(backend):
+    """Fuzz seed 2080, ``{**d, 'a': sum(gen(n))}`` with a generator that prints (graphjit:
+    InternalError compiling the resume function, 'NoneType' object does not support item
+    assignment)."""
+    check_same(dict_display_unpacked_before_a_break, X, {"b": 1}, backend=backend)
+
+
+class Knob:
+    """A class attribute that an instance attribute may shadow."""
+
+    scale = 2
+
+    def __init__(self, **attrs):
+        self.__dict__.update(attrs)
+
+    def __eq__(self, other):
+        return type(other) is Knob and vars(self) == vars(other)
+
+
+def del_shadowing_attribute(x, obj):
+    del obj.scale
+    return x * obj.scale, obj.scale
+
+
+@backends
+def test_del_shadowing_attribute(backend):
+    """Fuzz seed 2969: after ``del obj.scale`` the class attribute shows (graphjit read the
+    deleted instance value)."""
+    check_same(del_shadowing_attribute, X, Knob(scale=7), backend=backend)
+
+
+def str_of_dict_subclasses(x, d):
+    o, dd, c = collections.OrderedDict(d), collections.defaultdict(int, d), collections.Counter(d)
+    return x + len(o), str(o), repr(dd), str(c)
+
+
+@backends
+def test_str_of_dict_subclasses(backend):
+    """Fuzz seeds 192, 404, 1466, ``log.append(str(d0))`` (graphjit gave the plain dict's
+    text for an OrderedDict, a defaultdict, a Counter)."""
+    check_same(str_of_dict_subclasses, X, {"a": 1, "b": 2}, backend=backend)
+
+
+def pop_attribute_from_dict(x, obj):
+    obj.__dict__.pop("c", None)
+    return x * 2
+
+
+@backends
+@pytest.mark.xfail(strict=True, reason="graphjit: obj.__dict__.pop('c', None) with its result "
+                   "unused is not guarded on 'c' being there: the entry traced with 'c' is reused "
+                   "for an object without it and raises KeyError('c')")
+def test_pop_attribute_from_dict(backend):
+    """Fuzz seed 6354: a helper popping ``c`` from the instance dict, called twice."""
+    check_inputs(pop_attribute_from_dict, [(X, Knob(c=1)), (X, Knob())], backend)
 
 
 def requires_grad_set_in_the_graph(x, y):
@@ -188,16 +259,10 @@ def requires_grad_set_in_the_graph(x, y):
     return y - t
 
 
-@pytest.mark.xfail(strict=True, reason="graphjit with aot_eager: a tensor made to require grad "
-                   "inside the graph (x.detach().requires_grad_()) gives outputs with "
-                   "requires_grad=False")
-def test_requires_grad_set_in_the_graph_aot_eager():
-    """Fuzz seed 88 with aot_eager (torch.compile's aot_eager keeps requires_grad)."""
-    check_same(requires_grad_set_in_the_graph, X, Y, backend="aot_eager")
-
-
-def test_requires_grad_set_in_the_graph_eager():
-    check_same(requires_grad_set_in_the_graph, X, Y)
+@backends
+def test_requires_grad_set_in_the_graph(backend):
+    """Fuzz seed 88 with aot_eager (graphjit's outputs lost requires_grad)."""
+    check_same(requires_grad_set_in_the_graph, X, Y, backend=backend)
 
 
 def in_place_on_a_leaf_made_in_the_graph(x):
@@ -206,13 +271,49 @@ def in_place_on_a_leaf_made_in_the_graph(x):
     return t
 
 
-@pytest.mark.xfail(strict=True, reason="graphjit with aot_eager: an in-place op on a leaf made "
-                   "to require grad inside the graph raises no RuntimeError('a leaf Variable "
-                   "that requires grad is being used in an in-place operation.')")
-def test_in_place_on_a_leaf_made_in_the_graph_aot_eager():
-    """Fuzz seed 272 with aot_eager (a helper did ``t[t < 0] = 0.5``)."""
-    check_same(in_place_on_a_leaf_made_in_the_graph, X, backend="aot_eager")
+@backends
+def test_in_place_on_a_leaf_made_in_the_graph(backend):
+    """Fuzz seed 272 with aot_eager, a helper doing ``t[t < 0] = 0.5`` (graphjit raised no
+    'a leaf Variable that requires grad is being used in an in-place operation.')."""
+    check_same(in_place_on_a_leaf_made_in_the_graph, X, backend=backend)
 
 
-def test_in_place_on_a_leaf_made_in_the_graph_eager():
-    check_same(in_place_on_a_leaf_made_in_the_graph, X)
+def in_place_on_an_input_saved_for_backward(x, y):
+    t = x.detach().requires_grad_()
+    u = t * y  # y is saved for u's backward
+    y[1:] = 0.0
+    return u
+
+
+@pytest.mark.parametrize("backend", [None, pytest.param("aot_eager", marks=pytest.mark.xfail(
+    strict=True, reason="graphjit with aot_eager: InternalError while compiling: RuntimeError: "
+    "one of the variables needed for gradient computation has been modified by an inplace "
+    "operation (AOTAutograd traces the backward; torch.compile fails the same way)"))],
+    ids=["eager", "aot_eager"])
+def test_in_place_on_an_input_saved_for_backward(backend):
+    """Fuzz seed 368 with aot_eager (``t2 * y`` with ``t2`` made to require grad, then
+    ``y[1:] = ...``); eager runs it (only a backward would complain)."""
+    check_same(in_place_on_an_input_saved_for_backward, X, Y, backend=backend)
+
+
+class Flag(Exception):
+    """An exception whose ``__init__`` builds the message from its argument."""
+
+    def __init__(self, code):
+        super().__init__("flag " + str(code))
+        self.code = code
+
+
+def raise_exception_with_init(x, d):
+    y = x + 1
+    if d.get("k", 3) != 2:
+        raise Flag(len(d))
+    return y
+
+
+@backends
+def test_raise_exception_with_init(backend):
+    """Fuzz seeds 204, 287, 381 (``raise Flag(len(log))``), against a working tree of
+    graphjit between ad82e3a and bce186d (graphjit raised Flag('flag flag 1'): the rebuilt
+    exception went through ``__init__`` with the message as its argument)."""
+    check_same(raise_exception_with_init, X, {"a": 1}, backend=backend)
