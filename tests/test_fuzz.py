@@ -43,7 +43,7 @@ from graphjit.testing import CompileCounter, check_same
 #: regression test shows
 KNOWN: dict[str, dict[str, list[int]]] = {
     "eager": {
-        "test_pop_attribute_from_dict": [6354],
+        "test_pop_attribute_from_dict": [],
     },
     "aot_eager": {
         "test_in_place_on_an_input_saved_for_backward": [368],
@@ -246,11 +246,9 @@ def pop_attribute_from_dict(x, obj):
 
 
 @backends
-@pytest.mark.xfail(strict=True, reason="graphjit: obj.__dict__.pop('c', None) with its result "
-                   "unused is not guarded on 'c' being there: the entry traced with 'c' is reused "
-                   "for an object without it and raises KeyError('c')")
 def test_pop_attribute_from_dict(backend):
-    """Fuzz seed 6354: a helper popping ``c`` from the instance dict, called twice."""
+    """Fuzz seed 6354: a helper popping ``c`` from the instance dict, called twice (the
+    entry traced with ``c`` there was reused for an object without it: ``KeyError('c')``)."""
     check_inputs(pop_attribute_from_dict, [(X, Knob(c=1)), (X, Knob())], backend)
 
 

@@ -179,6 +179,10 @@ class DictVariable(VariableTracker):
     def delitem_key(self, tx, key: Any) -> None:
         if self.lookup(tx, key) is MISSING:
             raise observed(KeyError, key)
+        if self.is_existing and key not in self._overlay and self._items is None:
+            # the key's presence decides that the delete succeeds, even when its value is
+            # never read (an object's attribute: otherwise covered by the value's guard)
+            DictVariable.guard_contains(self, tx, key, True)
         self._check_writable(tx)
         if self.is_existing:
             self.written.add(key)
