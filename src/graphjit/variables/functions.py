@@ -242,7 +242,23 @@ class UserMethodVariable(VariableTracker):
         cg.call(2)
 
 
-class OpaqueCallableVariable(VariableTracker):
+class ValueCallableVariable(VariableTracker):
+    """Base of the trackers that stand for one known callable object, ``value`` (what
+    ``type()``, constants and identity see)."""
+
+    value: Any
+
+    def python_type(self) -> type:
+        return type(self.value)
+
+    def as_python_constant(self):
+        return self.value
+
+    def identity(self):
+        return self.value
+
+
+class OpaqueCallableVariable(ValueCallableVariable):
     """A callable graphjit does not trace (``print``, C functions, skipped libraries):
     calling it is a graph break with ``reason``."""
 
@@ -253,15 +269,6 @@ class OpaqueCallableVariable(VariableTracker):
     def _repr_body(self) -> str:
         return _qualname(self.value)
 
-    def python_type(self) -> type:
-        return type(self.value)
-
-    def as_python_constant(self):
-        return self.value
-
-    def identity(self):
-        return self.value
-
     def call_function(self, tx, args, kwargs) -> VariableTracker:
         name = self._repr_body()
         raise unsupported(
@@ -271,7 +278,7 @@ class OpaqueCallableVariable(VariableTracker):
         )
 
 
-class PolyfilledCallableVariable(VariableTracker):
+class PolyfilledCallableVariable(ValueCallableVariable):
     """A builtin or standard-library callable with a polyfill (``polyfills/``): calling it
     traces the polyfill.  The value itself is what is reconstructed and compared."""
 
@@ -282,17 +289,8 @@ class PolyfilledCallableVariable(VariableTracker):
     def _repr_body(self) -> str:
         return f"{_qualname(self.value)} as {self.polyfill.__module__}.{self.polyfill.__qualname__}"
 
-    def python_type(self) -> type:
-        return type(self.value)
-
     def is_python_constant(self) -> bool:
         return True
-
-    def as_python_constant(self):
-        return self.value
-
-    def identity(self):
-        return self.value
 
     def call_function(self, tx, args, kwargs) -> VariableTracker:
         if isinstance(self.polyfill, type):  # a class standing for a C type: instantiated
@@ -312,7 +310,7 @@ class PolyfilledCallableVariable(VariableTracker):
         cg.load_const(self.value)
 
 
-class CachedFunctionVariable(VariableTracker):
+class CachedFunctionVariable(ValueCallableVariable):
     """A ``functools.lru_cache``/``cache`` wrapper: a call traces the wrapped function (the
     call passes through the cache, as in TorchDynamo; its statistics are not updated).
     The wrapper itself is what is reconstructed and compared."""
@@ -323,15 +321,6 @@ class CachedFunctionVariable(VariableTracker):
 
     def _repr_body(self) -> str:
         return f"lru_cache({_qualname(self.value.__wrapped__)})"
-
-    def python_type(self) -> type:
-        return type(self.value)
-
-    def as_python_constant(self):
-        return self.value
-
-    def identity(self):
-        return self.value
 
     def call_function(self, tx, args, kwargs) -> VariableTracker:
         return self.wrapped.call_function(tx, args, kwargs)
