@@ -934,7 +934,7 @@ CASES = [
     Case(defaultdict_arg_mutated, [(X, collections.defaultdict(list, seen=[0]))]),
     Case(counter_from_iterable, [(X,)]),
     Case(counter_update_subtract, [(X,)]),
-    xfail(Case(counter_arithmetic, [(X,)]), COUNTER),
+    Case(counter_arithmetic, [(X,)]),
     Case(deque_operations, [(X,)]),
     Case(deque_maxlen, [(X,)]),
     Case(deque_indexing_of_tensors, [(X,)]),

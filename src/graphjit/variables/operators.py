@@ -80,6 +80,19 @@ def binary_op(tx, op: Callable, left: VariableTracker, right: VariableTracker) -
 
 def _container_op(tx, op, left, right) -> VariableTracker:
     base_op = _INPLACE_TO_PLAIN.get(op, op)
+    names = _DUNDERS.get(base_op)
+    if names is not None and op not in (operator.eq, operator.ne):
+        # a dict subclass's own operators, written in Python (``Counter.__add__``...)
+        attempts = []
+        if base_op is not op:
+            attempts.append((left, "__i" + names[0][2:], right))
+        attempts += [(left, names[0], right), (right, names[1], left)]
+        for owner, name, other in attempts:
+            method = owner.python_method(tx, name) if isinstance(owner, DictVariable) else None
+            if method is not None:
+                result = method.call_function(tx, [owner, other], {})
+                if not (result.is_python_constant() and result.as_python_constant() is NotImplemented):
+                    return result
     if isinstance(left, ListVariable) and op in (operator.iadd,):
         left.call_method(tx, "extend", [right], {})
         return left
