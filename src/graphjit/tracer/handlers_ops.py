@@ -120,16 +120,33 @@ class OpHandlers:
         else:
             raise unsupported("item deletion", f"del {container!r}[{index!r}]")
 
+    def as_index(self, index: VariableTracker) -> VariableTracker:
+        """A sequence index as CPython takes it: objects with ``__index__`` (also as the
+        parts of a slice) give their int (the method traced); anything else as it is."""
+        if isinstance(index, SliceVariable):
+            parts = [self.as_index(p) for p in index.parts]
+            return SliceVariable(*parts) if any(a is not b for a, b in zip(parts, index.parts)) else index
+        if isinstance(index, UserObjectVariable) and index.has_attr(self, "__index__"):
+            value = index.var_getattr(self, "__index__").call_function(self, [], {})
+            if not (value.is_python_constant() and type(value.as_python_constant()) is int):
+                raise observed(TypeError, f"__index__ returned non-int (type {value.python_type().__name__})")
+            return value
+        return index
+
     def subscript(self, container: VariableTracker, index: VariableTracker) -> VariableTracker:
         """``container[index]`` for any supported container tracker."""
         if container.is_tensor():
             return self.output.call(self, "call_function", operator.getitem, [container, index], {})
-        if isinstance(container, (BaseSequenceVariable, DictVariable)):
+        if isinstance(container, BaseSequenceVariable):
+            return container.getitem(self, self.as_index(index))
+        if isinstance(container, DictVariable):
             return container.getitem(self, index)
         if isinstance(container, NNModuleVariable):
             return container.call_method(self, "__getitem__", [index], {})
         if isinstance(container, UserObjectVariable):
             return container.call_method(self, "__getitem__", [index], {})
+        if container.is_python_constant() and not isinstance(container.as_python_constant(), dict):
+            index = self.as_index(index)
         if container.is_python_constant() and index.is_python_constant():
             value = container.as_python_constant()
             try:

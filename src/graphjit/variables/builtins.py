@@ -128,6 +128,8 @@ _ON_DRAWN_VALUES = {int, float, bool, abs, round, min, max, divmod, pow, str}
 
 def call_builtin(tx, fn, args: list, kwargs: dict) -> VariableTracker:
     """Call builtin ``fn``: its handler, or constant folding, or a graph break."""
+    if fn in (range, operator.index) and not kwargs:  # ``__index__`` objects as ints
+        args = [tx.as_index(a) for a in args]
     if (fn in _ON_DRAWN_VALUES or getattr(fn, "__module__", None) == "math") and not kwargs and \
             any(isinstance(a, PrologueValueVariable) for a in args):
         return derived_value(tx, fn, args)

@@ -135,6 +135,12 @@ class TupleVariable(BaseSequenceVariable):
         fields = list(getattr(cls, "_fields", None) or getattr(cls, "__match_args__", ()))
         if name in fields:
             return self.items[fields.index(name)]
+        if cls is not None:
+            owner = next((k for k in cls.__mro__ if name in k.__dict__), None)
+            if owner is not None and owner not in (tuple, object):
+                raw = owner.__dict__[name]
+                if isinstance(raw, classmethod) or not callable(raw):  # ``_make``, ``_fields``
+                    return VariableTracker.build(tx, getattr(cls, name))
         return super().var_getattr(tx, name)
 
     def as_python_constant(self):
