@@ -400,13 +400,14 @@ class SizeCheckedIteratorVariable(ListIteratorVariable):
         super().__init__(items, origin=origin, **kwargs)
         self.size = self._size()
 
-    def _size(self) -> int:
+    def _size(self) -> int | None:
+        """The container's size now (its items were realized when iteration began)."""
         origin = self.origin
         if isinstance(origin, DictViewVariable):
             origin = origin.dict_var
         if isinstance(origin, SetVariable):
             return len(origin.keys)
-        return len(origin._items) if origin._items is not None else len(origin.realize_items(None))
+        return len(origin._items) if origin._items is not None else None
 
     def next_item(self, tx=None) -> VariableTracker | None:
         if self.size is not None and self._size() != self.size:

@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from ..exc import ObservedException, observed, unsupported
+from ..exc import ObservedException, Unsupported, observed, unsupported
 from ..guards.guard import GuardKind
 from ..sources import AttrSource, ConstSource, GenericAttrSource, Source
 from . import object_protocol as proto
@@ -394,7 +394,7 @@ def _make_dict(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
         if args:
             factory, args = args[0], list(args[1:])
             if not (factory.is_python_constant() and factory.as_python_constant() is None) and \
-                    not callable_tracker(factory):
+                    not _is_callable(factory):
                 raise observed(TypeError, "first argument must be callable or None")
     obj = DictVariable({}, user_cls=cls, default_factory=factory)
     init = proto.type_attr_raw(cls, "__init__")
@@ -406,11 +406,11 @@ def _make_dict(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
     return obj
 
 
-def callable_tracker(var: VariableTracker) -> bool:
+def _is_callable(var: VariableTracker) -> bool:
+    """Is the value callable (its type has ``__call__``)?  Unknown types count as callable."""
     try:
-        return var.python_type() is not None and (callable(var.as_python_constant()) if var.is_python_constant()
-                                                  else hasattr(var.python_type(), "__call__"))
-    except Exception:
+        return hasattr(var.python_type(), "__call__")
+    except Unsupported:
         return True
 
 
