@@ -37,6 +37,7 @@ import torch
 
 import graphjit
 from graphjit.diagnostics import logs
+from graphjit.runtime.mode_state import capture_modes, restore_modes
 from graphjit.testing import CompileCounter, _run, assert_equal, check_same
 
 # --------------------------------------------------------------------------------------
@@ -75,7 +76,7 @@ class Kw:
 def compare_call(fn, compiled, args, kwargs=None, *, who="", ignore_addresses=True,
                  torch_rng=True):
     """Call ``fn`` and ``compiled`` on deep copies of the arguments and assert the same
-    behaviour: grad mode restored, no graphjit error, the same stdout, the same return value
+    behaviour: global modes (grad, inference, autocast) restored, no graphjit error, the same stdout, the same return value
     or exception (type and message; with ``ignore_addresses`` the `` at 0x...`` parts of
     messages are dropped, as pytest's rewritten asserts print reprs), the same arguments
     afterwards; both calls start from the same ``random`` and torch RNG state and must leave
@@ -85,13 +86,17 @@ def compare_call(fn, compiled, args, kwargs=None, *, who="", ignore_addresses=Tr
     at = f"{who}: " if who else ""
     e_args, e_kwargs = copy.deepcopy((args, kwargs))
     c_args, c_kwargs = copy.deepcopy((args, kwargs))
-    grad_before = torch.is_grad_enabled()
+    modes_before = capture_modes()
     rng_before = rng_state()
     expected, e_out = _run(fn, e_args, e_kwargs)
     rng_eager = rng_state()
+    modes_eager = capture_modes()
+    restore_modes(modes_before)
     set_rng_state(rng_before)
     actual, c_out = _run(compiled, c_args, c_kwargs)
-    assert torch.is_grad_enabled() == grad_before, f"{at}grad mode not restored after the call"
+    assert capture_modes() == modes_eager, (
+        f"{at}global modes (grad, autocast, inference) after the call differ from eager's: "
+        f"{capture_modes()} != {modes_eager}")
     if actual[0] == "raised" and isinstance(actual[1], (graphjit.Unsupported, graphjit.InternalError)):
         raise AssertionError(f"{at}graphjit raised {type(actual[1]).__name__}: {actual[1]}") from None
     assert c_out == e_out, f"{at}stdout differs:\ncompiled: {c_out!r}\neager:    {e_out!r}"

@@ -743,6 +743,39 @@ def inference_mode_block(x, w):
     return y, y.requires_grad, y.is_inference(), inside, torch.is_inference_mode_enabled()
 
 
+def inference_mode_nested_off(x, w):
+    with torch.inference_mode():
+        with torch.inference_mode(False):
+            a = x * w
+        b = x * w
+    return a, a.requires_grad, a.is_inference(), b.is_inference(), (x * w).requires_grad
+
+
+def inference_mode_exception_escapes(x, w, log):
+    log.append(x * w)
+    with torch.inference_mode():
+        log.append(x * 2)
+        raise KeyError("left inference_mode")
+
+
+def inference_mode_break_inside(x, w):
+    with torch.inference_mode():
+        y = x * w
+        print("inside")
+        z = y + 1
+    return z, z.is_inference(), (x * w).requires_grad
+
+
+def autocast_break_inside(m):
+    # a break inside the block: the trace stops in autocast's __enter__'d state, which
+    # must not leak into the program (it once left autocast on after the call)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = m @ m
+        print("inside")
+        z = m @ m
+    return y.float(), z.dtype, (m @ m).dtype, torch.is_autocast_enabled("cpu")
+
+
 def autocast_block(m):
     with torch.autocast("cpu", dtype=torch.bfloat16):
         y = m @ m
@@ -868,7 +901,6 @@ CTOR = ("user exception class with its own __init__: Unsupported 'exception clas
         "own constructor: {}(...)'")
 GEN_THROW = ("exception inside a contextlib.contextmanager block: Unsupported 'unsupported "
              "attribute: GeneratorVariable({}).throw'")
-INFERENCE = "torch.inference_mode: Unsupported 'class with a C-level __new__: _InferenceMode(...)'"
 
 CASES = [
     # raise / try / except / else / finally
@@ -952,16 +984,20 @@ CASES = [
     Case(no_grad_block, [(X, W)]),
     Case(enable_grad_inside_no_grad, [(X, W)]),
     Case(set_grad_enabled_block, [(X, W)]),
-    _xfail(Case(inference_mode_block, [(X, W)]), INFERENCE),
+    Case(inference_mode_block, [(X, W)]),
     Case(autocast_block, [(M,)]),
+    Case(inference_mode_nested_off, [(X, W)]),
+    Case(inference_mode_exception_escapes, [(X, W, _log())]),
+    Case(inference_mode_break_inside, [(X, W)], graphs=0, breaks=1),
+    Case(autocast_break_inside, [(M,)], graphs=0, breaks=1),
     Case(no_grad_exception_caught, [(X, W)]),
     Case(no_grad_exception_escapes, [(X, W, _log())]),
-    _xfail(Case(inference_mode_exception_caught, [(X, W)]), INFERENCE),
+    Case(inference_mode_exception_caught, [(X, W)]),
     Case(autocast_exception_caught, [(M,)]),
     Case(grad_mode_restored_after_callee_raise, [(X, W)]),
     Case(no_grad_decorator, [(X, W)]),
     Case(enable_grad_decorator_under_no_grad, [(X, W)]),
-    _xfail(Case(inference_mode_decorator, [(X,)]), INFERENCE),
+    Case(inference_mode_decorator, [(X,)]),
     Case(autocast_decorator, [(M,)]),
     Case(user_cm_inside_no_grad, [(X, W, _log())]),
 ]

@@ -21,6 +21,7 @@ from typing import Any, Callable
 import torch
 
 from .api import compile, reset
+from .runtime.mode_state import capture_modes, restore_modes
 
 
 class CompileCounter:
@@ -56,6 +57,8 @@ def assert_equal(actual: Any, expected: Any, path: str = "result") -> None:
         assert isinstance(actual, torch.Tensor), f"{path}: expected a tensor, got {type(actual)}"
         assert actual.dtype == expected.dtype, f"{path}: dtype {actual.dtype} != {expected.dtype}"
         assert actual.shape == expected.shape, f"{path}: shape {actual.shape} != {expected.shape}"
+        assert actual.requires_grad == expected.requires_grad, (
+            f"{path}: requires_grad {actual.requires_grad} != {expected.requires_grad}")
         assert actual.requires_grad == expected.requires_grad, f"{path}: requires_grad differs"
         torch.testing.assert_close(actual, expected, rtol=1e-5, atol=1e-6, equal_nan=True,
                                    msg=lambda m: f"{path}: {m}")
@@ -113,11 +116,16 @@ def check_same(fn: Callable, *args, backend=None, fullgraph: bool = False, calls
         e_args, e_kwargs = copy.deepcopy((args, kwargs))
         c_args, c_kwargs = copy.deepcopy((args, kwargs))
         rng_before = random.getstate(), torch.get_rng_state()
+        modes_before = capture_modes()
         expected, e_out = _run(fn, e_args, e_kwargs)
         rng_eager = random.getstate(), torch.get_rng_state()
+        modes_eager = capture_modes()
+        restore_modes(modes_before)
         random.setstate(rng_before[0])
         torch.set_rng_state(rng_before[1])
         actual, c_out = _run(compiled, c_args, c_kwargs)
+        assert capture_modes() == modes_eager, (
+            f"global modes after the call: {capture_modes()} (eager: {modes_eager})")
         assert c_out == e_out, f"stdout differs:\ncompiled: {c_out!r}\neager:    {e_out!r}"
         assert actual[0] == expected[0], f"eager {expected[0]} {expected[1]!r}, compiled {actual[0]} {actual[1]!r}"
         if expected[0] == "raised":

@@ -20,6 +20,7 @@ Contract:
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import operator
 import re
@@ -87,6 +88,8 @@ class OutputGraph:
         self._attrs_by_id: dict[int, tuple[str, Any]] = {}
         self.root = torch.nn.Module()
         self.grad_enabled = torch.is_grad_enabled()
+        #: the traced inference mode (fake tensors are computed under it)
+        self.inference_mode = self.initial_inference_mode = torch.is_inference_mode_enabled()
         self.side_effects = SideEffects()
         self.source_cache: dict[Source, VariableTracker] = {}
         self.lazy_cache: dict[Source, LazyVariableTracker] = {}
@@ -274,9 +277,15 @@ class OutputGraph:
                 fake = self._fake_modules[id(module)] = copy.deepcopy(module)
         return fake
 
+    def _inference_ctx(self):
+        """The traced inference mode, where it differs from the one the trace began in."""
+        if self.inference_mode == self.initial_inference_mode:
+            return contextlib.nullcontext()
+        return torch.inference_mode(self.inference_mode)
+
     def _run_fake(self, op, target, args, kwargs):
         try:
-            with self.fake_mode, torch.set_grad_enabled(self.grad_enabled):
+            with self.fake_mode, torch.set_grad_enabled(self.grad_enabled), self._inference_ctx():
                 if op == "call_function":
                     return target(*args, **kwargs)
                 if op == "call_method":

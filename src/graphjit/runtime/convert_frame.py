@@ -39,6 +39,7 @@ from ..guards.guard import GuardKind, snapshot_global_state
 from ..sources import module_attr_source
 from ..tracer.translator import InstructionTranslator, Speculation
 from . import stats
+from .mode_state import preserved_modes
 
 MAX_RESTARTS = 64
 
@@ -108,7 +109,8 @@ def convert_frame(fn: types.FunctionType, args: tuple, kwargs: dict, hooks: Hook
         tx = InstructionTranslator(fn.__code__, fn.__globals__, output, f_locals, fn.__closure__,
                                    speculation, hooks.fullgraph)
         try:
-            tx.run()
+            with preserved_modes():
+                tx.run()
             return build_entry(fn, tx, output, global_state, hooks, closure_arg, f_args)
         except RestartAnalysis:
             continue

@@ -10,6 +10,8 @@ from ..variables import (
     DictVariable,
     ExceptionVariable,
     GradModeVariable,
+    InferenceModeExitVariable,
+    InferenceModeVariable,
     IteratorVariable,
     NullVariable,
     WithExitVariable,
@@ -171,6 +173,10 @@ class ControlHandlers:
     # -- with blocks ----------------------------------------------------------------------
     def BEFORE_WITH(self, inst) -> None:
         ctx = self.pop()
+        if isinstance(ctx, InferenceModeVariable):
+            self.push(InferenceModeExitVariable(ctx))
+            self.push(ctx.enter(self))
+            return
         if not isinstance(ctx, GradModeVariable):
             exit_fn, result = enter_context(self, ctx)
             self.push(exit_fn)

@@ -38,7 +38,8 @@ from .functions import (
 from .exceptions import ExceptionVariable
 from .objects import ClassVariable, InstanceDictVariable, PythonModuleVariable, SuperVariable, UserObjectVariable
 from .nn_module import NNModuleVariable
-from .grad_mode import GradModeExit, GradModeVariable, WithExitVariable
+from .grad_mode import (GradModeExit, GradModeVariable, InferenceModeExitVariable,
+                        InferenceModeVariable, WithExitVariable)
 from .builtins import BuiltinVariable
 from . import library  # noqa: F401  (registers inspect.signature and its values)
 from .torch_function import TorchFunctionVariable

@@ -1,10 +1,18 @@
-"""Grad-mode context managers: ``torch.no_grad()``, ``torch.enable_grad()``,
-``torch.set_grad_enabled(b)``.
+"""Autograd-mode context managers: ``torch.no_grad()``, ``torch.enable_grad()``,
+``torch.set_grad_enabled(b)`` and ``torch.inference_mode(b)``.
 
-Entering and exiting record ``torch._C._set_grad_enabled`` in the graph and change the
-traced grad mode (``OutputGraph.grad_enabled``).  A ``with`` block split by a graph break
-leaves its ``__exit__`` on the stack as a constant :class:`GradModeExit`, which the
-resume function's trace recognises (see ``graph/breaks.py``)."""
+Grad modes: entering and exiting record ``torch._C._set_grad_enabled`` in the graph and
+change the traced grad mode (``OutputGraph.grad_enabled``).  A ``with`` block split by a
+graph break leaves its ``__exit__`` on the stack as a constant :class:`GradModeExit`,
+which the resume function's trace recognises (see ``graph/breaks.py``).
+
+Inference mode: entering records ``_enter_inference_mode(b)`` (its result, the C++ guard
+object, is the argument of the ``_exit_inference_mode`` node that leaving records) and
+switches ``OutputGraph.inference_mode``, under which fake tensors are computed, so
+``is_inference()`` and ``requires_grad`` of the results are eager's.  The enter/exit pair
+always lies in one graph: a graph break inside the block is not resumable there (its
+``__exit__`` is an :class:`InferenceModeExitVariable`), so the graph ends before the
+``with`` statement."""
 
 from __future__ import annotations
 
@@ -12,6 +20,7 @@ import torch
 
 from ..exc import unsupported
 from ..guards.guard import GuardKind
+from ..sources import AttrSource
 from .base import VariableTracker, register_builder
 from .constant import ConstantVariable
 
@@ -101,6 +110,107 @@ class WithExitVariable(VariableTracker):
         ctx = GradModeVariable(tx.output.grad_enabled)
         ctx.previous = value.previous
         return WithExitVariable(ctx)
+
+
+class InferenceModeVariable(VariableTracker):
+    """``torch.inference_mode(mode)``: entering and leaving record the enter/exit pair in
+    the graph when ``mode`` differs from the traced inference mode (nested blocks of the
+    same mode are no-ops, as in eager)."""
+
+    def __init__(self, mode: bool, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.mode = mode
+        self.stack: list[tuple[bool, object]] = []  # (previous mode, enter node or None)
+
+    def _repr_body(self) -> str:
+        return f"inference_mode={self.mode}"
+
+    def python_type(self) -> type:
+        return torch.inference_mode
+
+    def reconstruct(self, cg) -> None:
+        if self.stack:
+            raise unsupported("inference_mode block across a graph break",
+                              "a torch.inference_mode() block is live at a graph break")
+        cg.push_null()
+        cg.load_const(torch.inference_mode)
+        cg.load_const(self.mode)
+        cg.call(1)
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        if name == "clone":  # _DecoratorContextManager.clone: a fresh manager, same mode
+            return _InferenceModeClone(self.mode)
+        if name == "mode":
+            return ConstantVariable(self.mode)
+        if name == "__class__":
+            return VariableTracker.build(tx, torch.inference_mode)
+        return super().var_getattr(tx, name)
+
+    def enter(self, tx) -> VariableTracker:
+        out = tx.output
+        previous = out.inference_mode
+        node = None
+        if previous != self.mode:
+            node = out.graph.create_node("call_function", _enter_inference_mode, (self.mode,))
+            out.inference_mode = self.mode
+        self.stack.append((previous, node))
+        return ConstantVariable(None)
+
+    def exit(self, tx) -> VariableTracker:
+        previous, node = self.stack.pop()
+        if node is not None:
+            tx.output.graph.create_node("call_function", _exit_inference_mode, (node,))
+            tx.output.inference_mode = previous
+        return ConstantVariable(None)
+
+
+_enter_inference_mode = torch.autograd.grad_mode._enter_inference_mode
+_exit_inference_mode = torch.autograd.grad_mode._exit_inference_mode
+
+
+class _InferenceModeClone(VariableTracker):
+    """``inference_mode_instance.clone`` (what ``@torch.inference_mode()`` calls on each
+    call of the function it decorates): calling it makes a fresh manager."""
+
+    def __init__(self, mode: bool, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.mode = mode
+
+    def _repr_body(self) -> str:
+        return f"inference_mode({self.mode}).clone"
+
+    def call_function(self, tx, args, kwargs) -> VariableTracker:
+        if args or kwargs:
+            return super().call_function(tx, args, kwargs)
+        return InferenceModeVariable(self.mode)
+
+
+class InferenceModeExitVariable(VariableTracker):
+    """The ``__exit__`` that BEFORE_WITH pushes for ``torch.inference_mode``.  Unlike
+    :class:`WithExitVariable`, a graph break cannot resume inside the block."""
+
+    def __init__(self, ctx: InferenceModeVariable, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.ctx = ctx
+
+    def _repr_body(self) -> str:
+        return repr(self.ctx)
+
+    def call_function(self, tx, args, kwargs) -> VariableTracker:
+        return self.ctx.exit(tx)
+
+    def reconstruct(self, cg) -> None:
+        raise unsupported("inference_mode block across a graph break",
+                          "the __exit__ of a torch.inference_mode() block is live at a graph break")
+
+
+@register_builder(torch.inference_mode, exact=True)
+def _build_inference_mode(tx, value, source):
+    if source is not None:
+        tx.output.add_guard(source, GuardKind.TYPE_MATCH, type(value))
+        # the mode is read on every clone(): guard it as a constant attribute
+        tx.output.add_guard(AttrSource(source, "mode"), GuardKind.CONSTANT_MATCH, value.mode)
+    return InferenceModeVariable(bool(value.mode), source=source)
 
 
 @register_builder(torch.no_grad, torch.enable_grad, exact=True)

@@ -17,7 +17,7 @@ from ..trace_rules import is_compiling as _graphjit_is_compiling
 from ..sources import FromNumpySource
 from .base import VariableTracker, call_python, register_builder_by_id
 from .constant import ConstantVariable
-from .grad_mode import GradModeVariable
+from .grad_mode import GradModeVariable, InferenceModeVariable
 
 
 def _compiling_flags() -> set:
@@ -86,6 +86,9 @@ class TorchFunctionVariable(VariableTracker):
             return ConstantVariable(True)
         if fn is torch.is_grad_enabled and not args:
             return ConstantVariable(tx.output.grad_enabled)  # the traced grad mode
+        if fn is torch.is_inference_mode_enabled and not args and \
+                tx.output.inference_mode != tx.output.initial_inference_mode:
+            return ConstantVariable(tx.output.inference_mode)  # inside a traced block
         if fn in NO_OPS:  # bookkeeping with no effect on results
             return ConstantVariable(None)
         if fn in SKIPPED:
@@ -94,6 +97,10 @@ class TorchFunctionVariable(VariableTracker):
                 "This function acts outside the graph, so it runs in Python between graphs.")
         if fn in (torch.no_grad, torch.enable_grad) and not args and not kwargs:
             return GradModeVariable(fn is torch.enable_grad)
+        if fn is torch.inference_mode and len(args) + len(kwargs) <= 1:
+            mode = args[0] if args else kwargs.get("mode", ConstantVariable(True))
+            if mode.is_python_constant() and isinstance(mode.as_python_constant(), bool):
+                return InferenceModeVariable(mode.as_python_constant())
         if fn is torch.set_grad_enabled and len(args) == 1 and args[0].is_python_constant():
             ctx = GradModeVariable(bool(args[0].as_python_constant()))
             ctx.enter(tx)  # like torch.set_grad_enabled(b): the mode changes at the call
@@ -176,7 +183,7 @@ def is_torch_callable(value: Any) -> bool:
     return isinstance(value, torch._ops.OpOverload | torch._ops.OpOverloadPacket)
 
 
-_GRAD_MODE_FACTORIES = (torch.no_grad, torch.enable_grad, torch.set_grad_enabled)
+_GRAD_MODE_FACTORIES = (torch.no_grad, torch.enable_grad, torch.set_grad_enabled, torch.inference_mode)
 #: torch classes whose instances are trace-time constants (calling them is folded)
 _TORCH_VALUE_CLASSES = (torch.finfo, torch.iinfo, torch.device, torch.Size)
 

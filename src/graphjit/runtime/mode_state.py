@@ -1,0 +1,61 @@
+"""Global torch modes that tracing changes for real, saved and put back around a trace.
+
+Tracing ``with torch.autocast(...)`` runs autocast's own Python ``__enter__``: its
+``torch.set_autocast_*`` calls are recorded in the graph and also change the process's
+autocast state, so fake tensors get autocast's dtypes.  A trace that stops inside such a
+block (a graph break, a restart, an error) never runs the ``__exit__``.  Contract:
+:func:`preserved_modes` leaves grad mode, the autocast state of every device type and the
+autocast nesting count as it found them, however the trace ends."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Iterator
+
+import torch
+
+_DEVICE_TYPES = ("cpu", "cuda")
+
+
+def _nesting() -> int:
+    depth = torch.autocast_increment_nesting() - 1
+    torch.autocast_decrement_nesting()
+    return depth
+
+
+def capture_modes() -> tuple:
+    """Grad mode, inference mode, autocast (per device type), autocast's cache flag and
+    nesting count, as a comparable tuple."""
+    autocast = tuple((d, torch.is_autocast_enabled(d), torch.get_autocast_dtype(d))
+                     for d in _DEVICE_TYPES)
+    return (torch.is_grad_enabled(), autocast, torch.is_autocast_cache_enabled(), _nesting(),
+            torch.is_inference_mode_enabled())
+
+
+def restore_modes(state: tuple) -> None:
+    """Put back what :func:`capture_modes` returned (inference mode excepted: it can only
+    be entered and left by a block)."""
+    grad, autocast, cache, depth, _ = state  # inference mode: never changed by a trace
+    torch._C._set_grad_enabled(grad)
+    for device, enabled, dtype in autocast:
+        if torch.is_autocast_enabled(device) != enabled:
+            torch.set_autocast_enabled(device, enabled)
+        if torch.get_autocast_dtype(device) != dtype:
+            torch.set_autocast_dtype(device, dtype)
+    torch.set_autocast_cache_enabled(cache)
+    now = _nesting()
+    while now > depth:
+        now = torch.autocast_decrement_nesting()
+    while now < depth:
+        now = torch.autocast_increment_nesting()
+
+
+@contextlib.contextmanager
+def preserved_modes() -> Iterator[None]:
+    """Run a trace; afterwards the modes are as before it (see the module docstring)."""
+    state = capture_modes()
+    try:
+        yield
+    finally:
+        if capture_modes() != state:
+            restore_modes(state)
