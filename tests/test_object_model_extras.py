@@ -476,7 +476,8 @@ def test_threads_first_call_compiles_once(what):
 
 VARIABLES = pathlib.Path(graphjit.__file__).parent / "variables"
 LAYERS = ["base", "constant", "tensor", "sequences", "dicts", "sets", "iterators", "random_values", "cells",
-          "functions", "exceptions", "object_protocol", "objects", "nn_module", "operators",
+          "functions", "exceptions", "object_protocol", "instance_attrs",
+          "dict_objects", "objects", "nn_module", "operators",
           "grad_mode", "builtins", "library", "torch_function", "builder"]
 
 

@@ -70,9 +70,13 @@ def assert_equal(actual: Any, expected: Any, path: str = "result") -> None:
         for i, (a, e) in enumerate(zip(actual, expected)):
             assert_equal(a, e, f"{path}[{i}]")
     elif isinstance(expected, dict):
-        assert type(actual) is type(expected) and actual.keys() == expected.keys(), path
+        assert type(actual) is type(expected) and list(actual.keys()) == list(expected.keys()), (
+            f"{path}: {type(actual).__name__} keys {list(actual.keys())} != "
+            f"{type(expected).__name__} keys {list(expected.keys())}")
         for k in expected:
-            assert_equal(actual[k], expected[k], f"{path}[{k!r}]")
+            assert_equal(dict.__getitem__(actual, k), dict.__getitem__(expected, k), f"{path}[{k!r}]")
+        if hasattr(expected, "__dict__"):  # a dict subclass's instance attributes too
+            assert_equal(vars(actual), vars(expected), f"{path}.__dict__")
     elif isinstance(expected, _ITERATOR_TYPES):  # same kind of iterator, same items left
         assert type(actual) is type(expected), f"{path}: {type(actual)} != {type(expected)}"
         assert_equal(list(actual), list(expected), f"{path} (remaining items)")

@@ -188,6 +188,18 @@ def _store_dict(cg, e: Entry, target, value) -> None:
             cg.load_fast(value)
             cg.append(create_instruction("STORE_GLOBAL", argval=e.key))
         return
+    replay = getattr(e.target, "replay_item_function", None)
+    base_fn = replay(value is DELETED) if replay is not None else None
+    if base_fn is not None:  # the class's Python __setitem__ already ran in the trace
+        cg.push_null()
+        cg.load_const(base_fn)
+        cg.load_fast(target)
+        cg.load_const(e.key)
+        if value is not DELETED:
+            cg.load_fast(value)
+        cg.call(2 if value is DELETED else 3)
+        cg.append_pop_top()
+        return
     if value is DELETED:
         cg.load_fast(target)
         cg.load_const(e.key)

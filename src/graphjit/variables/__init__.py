@@ -3,7 +3,8 @@
 Modules, in layer order (each imports only those before it): ``base`` (tracker base,
 mutation types, lazy trackers, the builder registry) → ``constant`` → ``tensor`` →
 ``sequences``, ``dicts``, ``sets``, ``iterators`` (containers) → ``random_values`` → ``cells`` → ``functions``
-→ ``exceptions`` → ``object_protocol``, ``objects``, ``nn_module`` (Python objects) →
+→ ``exceptions`` → ``object_protocol``, ``instance_attrs``, ``dict_objects``, ``objects``,
+``nn_module`` (Python objects) →
 ``operators``, ``grad_mode``, ``builtins``, ``torch_function`` → ``builder`` (how callables
 are modelled).  Importing this package imports them all, which registers every builder.
 """

@@ -61,7 +61,7 @@ def is_new(var: "VariableTracker") -> bool:
     return isinstance(var.mutation_type, (ValueMutationNew, AttributeMutationNew))
 
 
-class _TrackerMeta(type):
+class TrackerMeta(type):
     """``isinstance(lazy, SomeTracker)`` realizes the lazy tracker (and so guards it),
     as TorchDynamo does: a type test is a use of the value."""
 
@@ -132,7 +132,7 @@ def builder_for(value: Any) -> BuilderFn:
     raise AssertionError(f"no builder for {type(value)}")  # object is registered
 
 
-class VariableTracker(metaclass=_TrackerMeta):
+class VariableTracker(metaclass=TrackerMeta):
     """Base tracker; see the module docstring."""
 
     def __init__(self, *, source: "Source | None" = None, mutation_type: MutationType | None = None):

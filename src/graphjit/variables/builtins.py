@@ -41,6 +41,7 @@ from .iterators import (
     make_iterator,
     stop_iteration,
 )
+from .instance_attrs import InstanceAttrsMixin
 from .objects import ClassVariable, SuperVariable, UserObjectVariable, new_object
 from .operators import binary_op, contains, unary_op
 from .random_values import PrologueValueVariable, derived_value
@@ -201,7 +202,7 @@ def _delattr(tx, args, kwargs):
 
 @register(vars, pure=False)
 def _vars(tx, args, kwargs):
-    if len(args) == 1 and isinstance(args[0], UserObjectVariable):
+    if len(args) == 1 and isinstance(args[0], InstanceAttrsMixin):
         return args[0].var_getattr(tx, "__dict__")
     return None
 
@@ -238,7 +239,7 @@ def _object_init(tx, args, kwargs):
 
 
 def _as_object(var):
-    if not isinstance(var, UserObjectVariable):
+    if not isinstance(var, InstanceAttrsMixin):
         raise unsupported("object.__setattr__/__getattribute__ on a non-object", repr(var))
     return var
 

@@ -276,12 +276,13 @@ class DictVariable(VariableTracker):
     def _len(self, tx):
         return ConstantVariable(len(self.realize_items(tx)))
 
+    # dict's own item methods: never a subclass's override (``super().__setitem__``)
     def _setitem(self, tx, key, value):
-        self.setitem(tx, key, value)
+        DictVariable.setitem(self, tx, key, value)
         return ConstantVariable(None)
 
     def _delitem(self, tx, key):
-        self.delitem(tx, key)
+        DictVariable.delitem(self, tx, key)
         return ConstantVariable(None)
 
     def _pop(self, tx, key, *default):
@@ -403,7 +404,7 @@ class DictVariable(VariableTracker):
 
 
 _DICT_METHODS = {
-    "__getitem__": lambda self, tx, key: self.getitem(tx, key),
+    "__getitem__": lambda self, tx, key: DictVariable.getitem(self, tx, key),
     "get": DictVariable._get, "__contains__": DictVariable._contains, "__len__": DictVariable._len,
     "__setitem__": DictVariable._setitem, "__delitem__": DictVariable._delitem,
     "pop": DictVariable._pop, "popitem": DictVariable._popitem, "setdefault": DictVariable._setdefault,
@@ -427,9 +428,10 @@ def items_of(tx, other: VariableTracker) -> list[tuple[Any, VariableTracker]]:
     return pairs
 
 
-def rebuild_dict(cls: type, items: dict, default_factory=None) -> dict:
-    """A new ``cls`` (a dict subclass) holding ``items``, made as the trace made it: its
-    ``__init__`` already ran in the trace, so it is not run again."""
+def rebuild_dict(cls: type, items: dict, default_factory=None, attrs: dict | None = None) -> dict:
+    """A new ``cls`` (a dict subclass) holding ``items`` (and the instance attributes
+    ``attrs``), made as the trace made it: its ``__init__`` already ran in the trace, so it
+    is not run again."""
     d = cls.__new__(cls)
     if issubclass(cls, collections.OrderedDict):  # its own order list: its own methods
         collections.OrderedDict.__init__(d)
@@ -439,6 +441,8 @@ def rebuild_dict(cls: type, items: dict, default_factory=None) -> dict:
         dict.update(d, items)
     if default_factory is not None:
         d.default_factory = default_factory
+    if attrs:
+        object.__getattribute__(d, "__dict__").update(attrs)
     return d
 
 

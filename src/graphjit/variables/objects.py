@@ -24,9 +24,9 @@ from typing import Any
 
 import torch
 
-from ..exc import ObservedException, Unsupported, observed, unsupported
+from ..exc import Unsupported, observed, unsupported
 from ..guards.guard import GuardKind
-from ..sources import AttrSource, ConstSource, GenericAttrSource, Source
+from ..sources import AttrSource, ConstSource
 from . import object_protocol as proto
 from .base import (
     AttributeMutationExisting,
@@ -38,28 +38,14 @@ from .base import (
     register_builder,
 )
 from .constant import ConstantVariable, is_constant_value
+from .dict_objects import DictObjectVariable
 from .dicts import DELETED, MISSING, DictVariable
 from .exceptions import ExceptionVariable
 from .functions import UserMethodVariable
+from .instance_attrs import InstanceAttrsMixin, InstanceDictVariable
 
 
-class InstanceDictVariable(DictVariable):
-    """An object's ``__dict__``.  Values read from it are sourced as attributes of the
-    object (``L['o'].a``): their guard re-runs the attribute protocol."""
-
-    def __init__(self, obj: "UserObjectVariable", **kwargs) -> None:
-        super().__init__(**kwargs)
-        self.obj = obj
-
-    def item_source(self, key: Any) -> Source | None:
-        return self.obj.attr_source(key) if isinstance(key, str) else super().item_source(key)
-
-    def guard_contains(self, tx, key: Any, present: bool) -> None:
-        if not present:  # a present key is covered by the value's own (attribute) guard
-            super().guard_contains(tx, key, present)
-
-
-class UserObjectVariable(VariableTracker):
+class UserObjectVariable(InstanceAttrsMixin, VariableTracker):
     """An instance of a user class; see the module docstring."""
 
     def __init__(self, value: Any, *, cls: type | None = None, **kwargs) -> None:
@@ -90,104 +76,6 @@ class UserObjectVariable(VariableTracker):
         if self._dict is not None:
             out.append(self._dict)
         return out
-
-    # -- the object's parts ---------------------------------------------------------------
-    def custom_getattribute(self) -> bool:
-        return proto.type_attr_raw(self.cls, "__getattribute__") is not object.__getattribute__
-
-    def attr_source(self, name: str) -> Source | None:
-        """Where ``obj.name`` is re-read by guards: the normal attribute access, or
-        ``object.__getattribute__`` when the class overrides ``__getattribute__``."""
-        if self.source is None:
-            return None
-        if self.custom_getattribute():
-            return GenericAttrSource(self.source, name)
-        return AttrSource(self.source, name)
-
-    def has_instance_dict(self) -> bool:
-        return self.cls.__dictoffset__ != 0
-
-    def instance_dict(self, tx) -> DictVariable:
-        if self._dict is None:
-            if self.is_new:
-                self._dict = DictVariable({})
-            else:  # (read without running a class's own __getattribute__)
-                real = object.__getattribute__(self.value, "__dict__")
-                self._dict = InstanceDictVariable(self, backing=real, source=self.attr_source("__dict__"))
-                tx.output.side_effects.register_existing(real, self._dict)
-        return self._dict
-
-    def replace_instance_dict(self, tx, value: VariableTracker) -> None:
-        """``obj.__dict__ = d`` (the ``__dict__`` descriptor of the type)."""
-        if not isinstance(value, DictVariable):
-            raise observed(TypeError, f"__dict__ must be set to a dictionary, not a "
-                                      f"'{value.python_type().__name__}'")
-        if not self.is_new:
-            tx.output.side_effects.attr_store(self, "__dict__", value)
-        self._dict = value
-
-    def is_pending_attr(self, tx, name: str) -> bool:
-        """Was ``name`` written or deleted in this trace (so its presence is not a fact of
-        the real object that a guard could check)?"""
-        if self.is_new or name in self.slot_values:
-            return True
-        d = self._dict
-        return d is not None and (not isinstance(d, InstanceDictVariable) or name in d.written)
-
-    def replay_through_object_setattr(self) -> bool:
-        """Replay a logged attribute write with ``object.__setattr__`` (the class has its
-        own ``__setattr__``, which the trace already ran) rather than ``STORE_ATTR``."""
-        return proto.type_attr_raw(self.cls, "__setattr__") is not object.__setattr__
-
-    # slots and other C-level data descriptors
-    def slot_get(self, tx, name: str) -> VariableTracker:
-        value = self.slot_values.get(name, MISSING)
-        if value is DELETED or (value is MISSING and self.is_new):
-            raise observed(AttributeError, f"'{self.cls.__name__}' object has no attribute '{name}'")
-        if value is not MISSING:
-            return value
-        try:  # the type's data descriptor, without a class's own __getattribute__
-            real = object.__getattribute__(self.value, name)
-        except AttributeError as e:
-            if self.source is not None:
-                tx.output.add_guard(self.source, GuardKind.HASATTR, (name, False))
-            raise ObservedException(e) from None
-        return VariableTracker.build(tx, real, self.attr_source(name))
-
-    def slot_set(self, tx, name: str, value: VariableTracker) -> None:
-        if not self.is_new:
-            tx.output.side_effects.attr_store(self, name, value)
-        self.slot_values[name] = value
-
-    def slot_delete(self, tx, name: str) -> None:
-        self.slot_get(tx, name)  # AttributeError if it has no value
-        if not self.is_new:
-            tx.output.side_effects.attr_store(self, name, DELETED)
-        self.slot_values[name] = DELETED
-
-    # -- protocol -------------------------------------------------------------------------
-    def var_getattr(self, tx, name: str) -> VariableTracker:
-        return proto.get_attr(tx, self, name)
-
-    def has_attr(self, tx, name: str) -> bool:
-        return proto.has_attr(tx, self, name)
-
-    def store_attr(self, tx, name: str, value: VariableTracker) -> None:
-        proto.set_attr(tx, self, name, value)
-
-    def del_attr(self, tx, name: str) -> None:
-        proto.del_attr(tx, self, name)
-
-    def getattr_fallback(self, tx, name: str, getattr_fn: Any) -> VariableTracker:
-        """``type(obj).__getattr__(obj, name)`` after the normal lookup failed."""
-        if not isinstance(getattr_fn, types.FunctionType):
-            raise unsupported("C-level __getattr__", f"{self.cls.__qualname__}.{name}")
-        if self.has_instance_dict() and not self.is_new:
-            self.instance_dict(tx).lookup(tx, name)  # guards the name's absence
-        proto.guard_absent_from_classes(tx, self.cls, name)
-        fn = VariableTracker.build(tx, getattr_fn, AttrSource(proto.class_source(tx, self.cls), "__getattr__"),
-                                   realize=True)
-        return fn.call_function(tx, [self, ConstantVariable(name)], {})
 
     def call_method(self, tx, name: str, args: list, kwargs: dict) -> VariableTracker:
         builtin = _OBJECT_METHODS.get(name)
@@ -396,7 +284,10 @@ def _make_dict(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
             if not (factory.is_python_constant() and factory.as_python_constant() is None) and \
                     not _is_callable(factory):
                 raise observed(TypeError, "first argument must be callable or None")
-    obj = DictVariable({}, user_cls=cls, default_factory=factory)
+    if cls.__dictoffset__:
+        obj = DictObjectVariable({}, user_cls=cls, default_factory=factory)
+    else:
+        obj = DictVariable({}, user_cls=cls, default_factory=factory)
     init = proto.type_attr_raw(cls, "__init__")
     if isinstance(init, types.FunctionType):
         VariableTracker.build(tx, init, AttrSource(ConstSource(cls, cls.__qualname__), "__init__")) \
