@@ -331,13 +331,27 @@ def test_signature_follows_changed_defaults():
         vars(sig_helper).pop("__wrapped__", None)
 
 
-def test_signature_of_an_annotated_function_runs_in_python():
-    def annotated(a: int, b: int = 1) -> int:
-        return a
+def _annotated(a: int, b: int = 1) -> int:
+    return a
 
-    def f(x):
-        return x * len(inspect.signature(annotated).parameters)
-    check_same(f, X)
+
+def _count_annotated_params(x):
+    sig = inspect.signature(_annotated)
+    return x * len(sig.parameters), str(sig.parameters["b"].annotation)
+
+
+def test_signature_of_an_annotated_function_traced_and_guarded():
+    """The annotations are part of the signature: guarded by value, so changing one
+    between calls recompiles and gives eager's answer."""
+    cnt = check_same(_count_annotated_params, X, fullgraph=True)
+    assert cnt.frame_count == 1
+    old = dict(_annotated.__annotations__)
+    try:
+        _annotated.__annotations__["b"] = float
+        check_same(_count_annotated_params, X, fullgraph=True, reset_first=False)
+    finally:
+        _annotated.__annotations__.clear()
+        _annotated.__annotations__.update(old)
 
 
 # -- builtins whose handler declines are not called at trace time --------------------------

@@ -202,12 +202,31 @@ class OutputGraph:
             name = f"{base}_{i}"
         if isinstance(value, torch.nn.Module):
             self.root.add_module(name, value)
+            self._alias_module_tensors(name, value)
         elif isinstance(value, torch.nn.Parameter):
             self.root.register_parameter(name, value)
         else:
             self.root.register_buffer(name, value)
         self._attrs_by_id[id(value)] = (name, value)
         return name
+
+    def _alias_module_tensors(self, name: str, module: torch.nn.Module) -> None:
+        """A module registered on the root: its parameters and buffers are read through
+        it (``get_attr('bn.running_mean')``), also where they were registered on their own
+        before, so that no tensor is two attributes of the graph module (AOTAutograd lifts
+        each attribute as an input, and a duplicated input that is mutated breaks it)."""
+        tensors = [*module.named_parameters(remove_duplicate=False), *module.named_buffers(remove_duplicate=False)]
+        for sub, tensor in tensors:
+            dotted = f"{name}.{sub}"
+            known = self._attrs_by_id.get(id(tensor))
+            if known is None:
+                self._attrs_by_id[id(tensor)] = (dotted, tensor)
+            elif "." not in known[0]:
+                for node in self.graph.nodes:
+                    if node.op == "get_attr" and node.target == known[0]:
+                        node.target = dotted
+                delattr(self.root, known[0])
+                self._attrs_by_id[id(tensor)] = (dotted, tensor)
 
     def get_attr_tensor(self, tensor: torch.Tensor, hint: str, source: Source | None) -> TensorVariable:
         name = self.add_attr(tensor, hint)

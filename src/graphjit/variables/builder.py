@@ -41,6 +41,7 @@ from .base import (
 from .builtins import build_builtin, is_builtin_callable
 from .functions import (
     CachedFunctionVariable,
+    ConstantResultFunctionVariable,
     NoOpFunctionVariable,
     OpaqueCallableVariable,
     PolyfilledCallableVariable,
@@ -149,6 +150,8 @@ def build_callable(tx, value: Any, source: Source | None) -> VariableTracker:
         else:
             _guard(tx, _attr(source, "__code__"), GuardKind.ID_MATCH, value.__code__)
             _guard(tx, source, GuardKind.TYPE_MATCH, types.FunctionType)
+        if getattr(value, "_dynamo_marked_constant", False):
+            return ConstantResultFunctionVariable(value, source=source)
         if is_stdlib_file(value.__code__.co_filename):
             return OpaqueCallableVariable(value, "skipped standard-library function", source=source)
         if value.__module__ == "torch.autograd.function":

@@ -16,7 +16,7 @@ from typing import Any
 from ..exc import observed, unsupported
 from ..guards.guard import GuardKind
 from ..sources import AttrSource, ConstSource, GetItemSource
-from .base import AttributeMutationNew, ValueMutationNew, VariableTracker, register_builder
+from .base import AttributeMutationNew, ValueMutationNew, VariableTracker, call_python, register_builder
 from .dicts import items_of
 from .sequences import TupleVariable
 
@@ -335,6 +335,28 @@ class CachedFunctionVariable(ValueCallableVariable):
             cg.extend(self.source.reconstruct())
         else:
             cg.load_const(self.value)
+
+
+class ConstantResultFunctionVariable(ValueCallableVariable):
+    """A function marked ``torch._dynamo.assume_constant_result`` (its
+    ``_dynamo_marked_constant`` attribute; transformers marks its install and hardware
+    probes so): a call with constant arguments runs at trace time and its answer is a
+    constant of the graph, unguarded, as the marker promises (and as torch.compile does)."""
+
+    def __init__(self, value: Any, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.value = value
+
+    def _repr_body(self) -> str:
+        return _qualname(self.value)
+
+    def call_function(self, tx, args, kwargs) -> VariableTracker:
+        if not all(a.is_python_constant() for a in [*args, *kwargs.values()]):
+            raise unsupported("assume_constant_result function with non-constant arguments",
+                              f"call to {self._repr_body()}")
+        result = call_python(self._repr_body(), self.value, *[a.as_python_constant() for a in args],
+                             **{k: v.as_python_constant() for k, v in kwargs.items()})
+        return VariableTracker.build(tx, result)
 
 
 class NoOpFunctionVariable(VariableTracker):

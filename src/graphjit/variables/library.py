@@ -75,10 +75,15 @@ def _build_inspect_value(tx, value, source):
 def _guard_signature_inputs(tx, fn: types.FunctionType, source) -> None:
     """What ``inspect.signature(fn)`` reads besides the code: defaults and keyword defaults
     (compared by value, against copies), and the absence of ``__wrapped__``/
-    ``__signature__``.  Annotated functions are refused (annotations are not guarded)."""
-    if fn.__annotations__:
-        raise unsupported("signature of an annotated function", fn.__qualname__,
-                          "Annotations are not guarded; the call runs in Python.")
+    ``__signature__``, and the annotations (compared by value, against a copy)."""
+    annotations = fn.__annotations__
+    if annotations:
+        try:
+            hash(tuple(annotations.values()))
+        except TypeError:
+            raise unsupported("signature of a function with unhashable annotations", fn.__qualname__,
+                              "Such annotations cannot be guarded; the call runs in Python.") from None
+        tx.output.add_guard(AttrSource(source, "__annotations__"), GuardKind.CONSTANT_MATCH, dict(annotations))
     for name in ("__defaults__", "__kwdefaults__"):
         value = getattr(fn, name)
         if isinstance(value, dict):

@@ -21,6 +21,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 import torch
 from torch.nn.modules import module as _module_globals
 
@@ -28,10 +30,11 @@ from ..exc import observed, unsupported
 from ..guards.guard import GuardKind
 from ..sources import AttrSource, ConstSource, module_attr_source
 from . import object_protocol as proto
-from .base import VariableTracker, register_builder
+from .base import MethodVariable, VariableTracker, register_builder
 from .constant import ConstantVariable
 from .dicts import MISSING, DictVariable
 from .functions import UserMethodVariable
+from .iterators import ListIteratorVariable
 from .objects import UserObjectVariable
 from .sequences import TupleVariable
 
@@ -81,6 +84,13 @@ class NNModuleVariable(UserObjectVariable):
     def as_python_constant(self):
         return self.value
 
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        if name in _MEMBER_METHODS and self.source is not None and \
+                proto.type_attr_raw(self.cls, name) is getattr(torch.nn.Module, name):
+            self.instance_dict(tx).lookup(tx, name)  # not shadowed by an instance attribute
+            return MethodVariable(self, name)  # walked by call_method (see _members)
+        return super().var_getattr(tx, name)
+
     # -- Module.__getattr__ ---------------------------------------------------------------
     def getattr_fallback(self, tx, name: str, getattr_fn) -> VariableTracker:
         if getattr_fn is not torch.nn.Module.__getattr__:
@@ -90,15 +100,7 @@ class NNModuleVariable(UserObjectVariable):
         for kind in ("_parameters", "_buffers"):
             table = d.get(kind)
             if table is not None and name in table:
-                value = table[name]
-                item_src = module_attr_source(src, name, kind) if src is not None else None
-                if value is None:
-                    if item_src is not None:
-                        tx.output.add_guard(item_src, GuardKind.CONSTANT_MATCH, None)
-                    return ConstantVariable(None)
-                if item_src is not None:
-                    tx.output.add_guard(item_src, GuardKind.ID_MATCH, value)
-                return tx.output.get_attr_tensor(value, self._hint(name), None)
+                return _member(tx, table[name], src, kind, name, self._hint(name))
         modules = d.get("_modules")
         if modules is not None and name in modules:
             sub_src = module_attr_source(src, name, "_modules") if src is not None else None
@@ -145,25 +147,55 @@ class NNModuleVariable(UserObjectVariable):
 
     def call_method(self, tx, name, args, kwargs) -> VariableTracker:
         m = self.value
-        containers = (torch.nn.ModuleList, torch.nn.Sequential, torch.nn.ModuleDict)
-        if isinstance(m, containers) and type(m).__getitem__ is type(m).__mro__[1].__getitem__ \
-                or type(m) in containers:
+        if name in _MEMBER_METHODS and self.source is not None and \
+                proto.type_attr_raw(self.cls, name) is getattr(torch.nn.Module, name):
+            return self._members(tx, name, args, kwargs)
+        if _container_method(type(m), name):  # torch's own method, not a subclass's
             if name == "__len__" and not args:
                 return ConstantVariable(len(self._container_keys(tx)))
             if name == "__getitem__" and len(args) == 1:
-                return self._getitem(tx, args[0].as_python_constant())
+                idx = tx.as_index(args[0]).as_python_constant()
+                if isinstance(idx, slice):  # a new container: torch's Python code makes it
+                    return super().call_method(tx, name, args, kwargs)
+                return self._getitem(tx, idx)
             if name == "__iter__" and not args:
                 return tx.make_iterator(self)
             if name == "__contains__" and isinstance(m, torch.nn.ModuleDict):
                 return ConstantVariable(args[0].as_python_constant() in self._container_keys(tx))
         return super().call_method(tx, name, args, kwargs)
 
+    def _members(self, tx, method: str, args: list, kwargs: dict) -> VariableTracker:
+        """``parameters()``, ``named_parameters()``, ``buffers()``, ``named_buffers()``:
+        the module tree walked at trace time as ``Module._named_members`` walks it, every
+        ``_modules`` and parameter/buffer dict on the way guarded by its keys, each
+        tensor the same graph attribute as reading it by name gives (and guarded by
+        identity).  An iterator over the items."""
+        kind, named = _MEMBER_METHODS[method]
+        cargs = [a.as_python_constant() for a in args]
+        ckwargs = {k: v.as_python_constant() for k, v in kwargs.items()}
+        bound = inspect.signature(getattr(torch.nn.Module, method)).bind(self.value, *cargs, **ckwargs)
+        bound.apply_defaults()
+        prefix = bound.arguments.get("prefix", "")
+        recurse = bound.arguments.get("recurse", True)
+        dedupe = bound.arguments.get("remove_duplicate", True)
+        seen: set[int] = set()
+        items: list[VariableTracker] = []
+        for path, module, src in _walk_modules(tx, self.value, self.source, prefix, recurse, dedupe):
+            table = module.__dict__[kind]
+            tx.output.add_guard(AttrSource(src, kind), GuardKind.DICT_KEYS, table)
+            for key, value in table.items():
+                if value is None or (dedupe and id(value) in seen):
+                    continue
+                seen.add(id(value))
+                var = _member(tx, value, src, kind, key, f"{src.display()}_{key}")
+                items.append(TupleVariable([ConstantVariable(path + ("." if path else "") + key), var])
+                             if named else var)
+        return ListIteratorVariable(items, origin=TupleVariable(items))
+
     def _getitem(self, tx, idx) -> VariableTracker:
         m = self.value
         keys = self._container_keys(tx)
         if isinstance(m, (torch.nn.ModuleList, torch.nn.Sequential)):
-            if isinstance(idx, slice):
-                raise unsupported("slicing a module container", f"{type(m).__name__}[{idx}]")
             if not -len(keys) <= idx < len(keys):
                 raise observed(IndexError, f"index {idx} is out of range")
             return self._child(tx, keys[idx])
@@ -278,3 +310,57 @@ def _build_module(tx, value, source):
 
 
 __all__ = ["NNModuleVariable", "is_leaf_module", "has_hooks", "MISSING"]
+
+
+_CONTAINERS = (torch.nn.ModuleList, torch.nn.Sequential, torch.nn.ModuleDict)
+
+
+def _container_method(cls: type, name: str) -> bool:
+    """Is ``cls.name`` the method of the torch container ``cls`` derives from (so the
+    tracker models it), not a subclass's own?"""
+    base = next((k for k in cls.__mro__ if k in _CONTAINERS), None)
+    if base is None or name not in base.__dict__:
+        return False
+    return proto.type_attr_raw(cls, name) is base.__dict__[name]
+
+
+#: Module methods over parameters or buffers that the tracker walks itself:
+#: name -> (the registry, whether items are ``(name, tensor)`` pairs)
+_MEMBER_METHODS = {"parameters": ("_parameters", False), "named_parameters": ("_parameters", True),
+                   "buffers": ("_buffers", False), "named_buffers": ("_buffers", True)}
+
+
+def _member(tx, value, src, kind: str, name: str, hint: str) -> VariableTracker:
+    """A parameter or buffer ``name`` of the module at ``src`` (``kind``: its registry):
+    a graph attribute guarded by identity, or ``None``."""
+    item_src = module_attr_source(src, name, kind) if src is not None else None
+    if value is None:
+        if item_src is not None:
+            tx.output.add_guard(item_src, GuardKind.CONSTANT_MATCH, None)
+        return ConstantVariable(None)
+    if item_src is not None:
+        tx.output.add_guard(item_src, GuardKind.ID_MATCH, value)
+    return tx.output.get_attr_tensor(value, hint, None)
+
+
+def _walk_modules(tx, module, src, prefix: str, recurse: bool, dedupe: bool):
+    """``(path, module, source)`` as ``Module.named_modules`` visits them (just the
+    module without ``recurse``), each ``_modules`` dict guarded by its keys."""
+    if not recurse:
+        yield prefix, module, src
+        return
+    memo: set[int] = set()
+
+    def visit(m, m_src, path):
+        if dedupe and id(m) in memo:
+            return
+        memo.add(id(m))
+        yield path, m, m_src
+        tx.output.add_guard(AttrSource(m_src, "_modules"), GuardKind.DICT_KEYS, m._modules)
+        for name, child in m._modules.items():
+            if child is None:
+                continue
+            yield from visit(child, module_attr_source(m_src, name, "_modules"),
+                             path + ("." if path else "") + name)
+
+    yield from visit(module, src, prefix)
