@@ -725,15 +725,9 @@ class TensorAttributeReassigned(nn.Module):
 
 
 CASES_FORWARD_STATE = [
-    xfail(ModCase(BufferRegisteredInForward, [(X,), (X2,)], graphs=2),
-          "wrong output: the entry traced on the first call (hasattr False: register_buffer) is "
-          "reused once the buffer exists, re-registering it from the new input"),
-    xfail(ModCase(BufferReassignedInForward, [(X,), (X2,)], backward=True),
-          "Unsupported 'assigning a parameter, buffer or submodule: L['obj']_avg = ...' "
-          "(self.buf = tensor in forward; torch.compile: 1 graph)"),
-    xfail(ModCase(BufferUpdatedInPlace, [(X,), (X2,), (X3,)]),
-          "Unsupported 'assigning a parameter, buffer or submodule: L['obj']_count = ...' "
-          "(self.count += 1 on a tensor buffer stores the in-place result back)"),
+    ModCase(BufferRegisteredInForward, [(X,), (X2,)], graphs=2),
+    ModCase(BufferReassignedInForward, [(X,), (X2,)], backward=True),
+    ModCase(BufferUpdatedInPlace, [(X,), (X2,), (X3,)]),
     ModCase(PythonCounterAttribute, [(X,), (X2,)], graphs=4, backward=True),
     ModCase(TensorAttributeReassigned, [(X,), (X2,)]),
 ]
@@ -840,16 +834,10 @@ CASES_MUTATION = [
             name="bias_set_to_none"),
     ModCase(Mlp, [(X,), Do(_assign_weight_data), (X,)], backward=True,
             name="weight_data_assigned"),
-    xfail(ModCase(Hyper, [(X,), Do(_change_norm_hyperparameters), (X2,)], graphs=2,
+    ModCase(Hyper, [(X,), Do(_change_norm_hyperparameters), (X2,)], graphs=2,
                   backward=True, name="leaf_hyperparameters_changed"),
-          "no guard on the attributes a leaf module reads (BatchNorm eps/momentum, LayerNorm "
-          "eps, LeakyReLU negative_slope): 1 graph; aot_eager bakes the old values (wrong "
-          "output and running stats), the eager backend is right only because call_module "
-          "reads them at run time"),
-    xfail(ModCase(Hyper, [(X,), Do(_change_dropout_p), (X2,)], graphs=2, backward=True,
+    ModCase(Hyper, [(X,), Do(_change_dropout_p), (X2,)], graphs=2, backward=True,
                   name="dropout_p_changed"),
-          "wrong output: Dropout.p changed between calls (0.0 -> 1.0) is not guarded; the "
-          "cached graph keeps p=0.0"),
     ModCase(Hyper, [(X,), Do(_reset_stats), (X2,)], name="running_stats_reset"),
 ]
 
@@ -883,12 +871,13 @@ def _load_ones(m):
     m.load_state_dict(ones)
 
 
-_NO_SETATTR = ("CompiledModule has no __setattr__ forwarding to _orig_mod (torch.compile's "
-               "OptimizedModule has): the value lands on the wrapper, forward never sees it")
+_NO_SETATTR = ("a submodule replaced (through the wrapper) recompiles: graphjit guards a "
+               "module's identity and reads its parameters as graph attributes; 2 graphs "
+               "(torch.compile, which lifts parameters to inputs: 1)")
 
 CASES_WRAPPER = [
-    xfail(ModCase(Scaled, [(X,), Do(_set_scale, via_wrapper=True), (X,)], graphs=2,
-                  name="attribute_set_through_compiled"), _NO_SETATTR),
+    ModCase(Scaled, [(X,), Do(_set_scale, via_wrapper=True), (X,)], graphs=2,
+                  name="attribute_set_through_compiled"),
     xfail(ModCase(Scaled, [(X,), Do(_set_fc, via_wrapper=True), (X,)],
                   name="submodule_set_through_compiled"), _NO_SETATTR),
     ModCase(Scaled, [(X,), Do(_load_ones, via_wrapper=True), (X,)],
@@ -993,27 +982,17 @@ def _seq():
 
 
 PROBES = [
-    pytest.param(_training_follows_original, Scaled, id="training_follows_original",
-                 marks=pytest.mark.xfail(strict=True, reason="graphjit: CompiledModule.training "
-                                         "is the wrapper's own flag, not _orig_mod's: True after "
-                                         "the original's eval()")),
-    pytest.param(_training_set_on_compiled, Scaled, id="training_set_on_compiled",
-                 marks=pytest.mark.xfail(strict=True, reason="graphjit: compiled.training = False "
-                                         "sets the wrapper's flag only; the original stays True")),
+    pytest.param(_training_follows_original, Scaled, id="training_follows_original"),
+    pytest.param(_training_set_on_compiled, Scaled, id="training_set_on_compiled"),
     pytest.param(_eval_on_compiled, Scaled, id="eval_on_compiled"),
     pytest.param(_state_dict_of_compiled, Scaled, id="state_dict_of_compiled"),
     pytest.param(_parameters_of_compiled, Scaled, id="parameters_of_compiled"),
     pytest.param(_to_float64_on_compiled, Scaled, id="to_float64_on_compiled"),
     pytest.param(_isinstance_of_compiled, Scaled, id="isinstance_of_compiled"),
     pytest.param(_getattr_through_compiled, Scaled, id="getattr_through_compiled"),
-    pytest.param(_setattr_through_compiled, Scaled, id="setattr_through_compiled",
-                 marks=pytest.mark.xfail(strict=True, reason="graphjit: " + _NO_SETATTR)),
-    pytest.param(_delattr_through_compiled, Scaled, id="delattr_through_compiled",
-                 marks=pytest.mark.xfail(strict=True, reason="graphjit: no __delattr__ forwarding: "
-                                         "del compiled.scale raises AttributeError")),
-    pytest.param(_len_of_compiled_sequential, _seq, id="len_of_compiled_sequential",
-                 marks=pytest.mark.xfail(strict=True, reason="graphjit: CompiledModule has no "
-                                         "__len__ (OptimizedModule forwards it): TypeError")),
+    pytest.param(_setattr_through_compiled, Scaled, id="setattr_through_compiled"),
+    pytest.param(_delattr_through_compiled, Scaled, id="delattr_through_compiled"),
+    pytest.param(_len_of_compiled_sequential, _seq, id="len_of_compiled_sequential"),
 ]
 
 

@@ -21,11 +21,46 @@ class CompiledModule(torch.nn.Module):
     later, hooks and ``training`` are seen (and guarded) like in any traced call."""
 
     _graphjit_runtime = True  # eager code calls it as it is (it compiles itself)
+    #: the wrapper's own state (everything else is the wrapped module's)
+    _OWN_ATTRIBUTES = frozenset({"_orig_mod", "_compiled_call"})
 
     def __init__(self, mod: torch.nn.Module, **options: Any) -> None:
         super().__init__()
         self._orig_mod = mod
         self.__dict__["_compiled_call"] = CompiledFunction(call_object, **options)
+        self.__dict__["_initialized"] = True
+
+    @property
+    def training(self) -> bool:  # type: ignore[override]
+        return self._modules["_orig_mod"].training
+
+    @training.setter
+    def training(self, value: bool) -> None:
+        # Module.__init__ sets the wrapper's default: ignored, the wrapped module's counts
+        if self.__dict__.get("_initialized"):
+            self._modules["_orig_mod"].training = value
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """As torch.compile's wrapper: an attribute of the wrapper's class or of its own
+        state is set on it; any other is set on the wrapped module (so ``forward`` sees it)."""
+        if hasattr(type(self), name) or name in self._OWN_ATTRIBUTES or not self.__dict__.get("_initialized"):
+            return super().__setattr__(name, value)
+        return setattr(self._modules["_orig_mod"], name, value)
+
+    def __delattr__(self, name: str) -> None:
+        if hasattr(type(self), name) or name in self._OWN_ATTRIBUTES:
+            return super().__delattr__(name)
+        return delattr(self._modules["_orig_mod"], name)
+
+    def __len__(self) -> int:
+        mod = self._modules["_orig_mod"]
+        if hasattr(type(mod), "__len__"):
+            return len(mod)
+        raise TypeError(f"{type(mod).__name__} does not support len()")
+
+    def __dir__(self) -> list[str]:
+        inner = self._modules["_orig_mod"].__dir__()
+        return inner + [a for a in super().__dir__() if a not in inner]
 
     def forward(self, *args, **kwargs):
         return self.__dict__["_compiled_call"](self._modules["_orig_mod"], *args, **kwargs)

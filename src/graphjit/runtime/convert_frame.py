@@ -36,7 +36,8 @@ from ..graph.compile import (
 from ..graph.output_graph import OutputGraph
 from ..guards.codegen import GuardFunction, build_guard_function
 from ..guards.guard import GuardKind, snapshot_global_state
-from ..sources import module_attr_source
+from ..sources import AttrSource, module_attr_source
+from ..variables.constant import is_constant_value
 from ..tracer.translator import InstructionTranslator, Speculation
 from . import stats
 from .mode_state import preserved_modes
@@ -187,8 +188,7 @@ def build_entry(fn, tx: InstructionTranslator, output: OutputGraph, global_state
 
 def _entry_guard(fn, output: OutputGraph, global_state, hooks: Hooks, closure_arg: bool, f_args):
     eager = hooks.compiler_fn is eager_backend
-    if not eager:
-        add_leaf_module_guards(output)
+    add_leaf_module_guards(output, tensors=not eager)
     add_no_aliasing_guards(output)
     guard = build_guard_function(needed_guards(output), fn.__code__, fn, global_state,
                                  no_aliasing=not eager, closure_arg=closure_arg,
@@ -214,11 +214,20 @@ def class_closure(fn: types.FunctionType) -> tuple | None:
     return (fn.__closure__[fn.__code__.co_freevars.index("__class__")],)
 
 
-def add_leaf_module_guards(output: OutputGraph) -> None:
-    """A backend other than ``eager`` bakes the parameters and buffers of ``torch.nn``
-    leaves called as graph nodes into the compiled artifact: guard their identity."""
+def add_leaf_module_guards(output: OutputGraph, tensors: bool) -> None:
+    """The settings of ``torch.nn`` leaves called as graph nodes (``p``, ``eps``,
+    ``momentum``, ``negative_slope``...: the constants of their instance ``__dict__``)
+    decide what the fake run gave (``Dropout(p=0)`` returns its input itself) and what a
+    compiling backend bakes in: guard them by value.  With ``tensors`` (a backend other
+    than ``eager``, which bakes the parameters and buffers into the compiled artifact)
+    guard those by identity too."""
     for module, source in output.leaf_modules:
         if source is None:
+            continue
+        for name, value in module.__dict__.items():
+            if not name.startswith("_") and name != "training" and is_constant_value(value):
+                output.add_guard(AttrSource(source, name), GuardKind.CONSTANT_MATCH, value)
+        if not tensors:
             continue
         for kind in ("_parameters", "_buffers"):
             for name, value in module.__dict__[kind].items():

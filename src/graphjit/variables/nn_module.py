@@ -97,14 +97,25 @@ class NNModuleVariable(UserObjectVariable):
             return super().getattr_fallback(tx, name, getattr_fn)
         m, src = self.value, self.source
         d = m.__dict__
-        for kind in ("_parameters", "_buffers"):
+        for kind in ("_parameters", "_buffers", "_modules"):
             table = d.get(kind)
-            if table is not None and name in table:
+            if table is None:
+                continue
+            if src is not None:
+                registry = self.instance_dict(tx).lookup(tx, kind)
+                if isinstance(registry, DictVariable) and name in registry.written:
+                    # registered (register_buffer...) or removed earlier in this trace
+                    value = registry.lookup(tx, name)
+                    if value is MISSING:
+                        continue
+                    return value
+            if name in table:
+                if kind == "_modules":
+                    sub_src = module_attr_source(src, name, kind) if src is not None else None
+                    return VariableTracker.build(tx, table[name], sub_src)
                 return _member(tx, table[name], src, kind, name, self._hint(name))
-        modules = d.get("_modules")
-        if modules is not None and name in modules:
-            sub_src = module_attr_source(src, name, "_modules") if src is not None else None
-            return VariableTracker.build(tx, modules[name], sub_src)
+            if src is not None:  # its absence decides: a later registration must recompile
+                tx.output.add_guard(AttrSource(src, kind), GuardKind.DICT_CONTAINS, (name, False))
         raise observed(AttributeError, f"'{type(m).__name__}' object has no attribute '{name}'")
 
     # -- Module.__setattr__ / __delattr__ ------------------------------------------------
@@ -113,6 +124,15 @@ class NNModuleVariable(UserObjectVariable):
             return super().store_attr(tx, name, value)
         d = self.value.__dict__
         vtype = value.python_type() if not value.is_tensor() else torch.Tensor
+        if self.source is not None and name in d.get("_buffers", ()) and vtype is torch.Tensor \
+                and not isinstance(getattr(value, "example_value", None), torch.nn.Parameter):
+            # Module.__setattr__ of a registered buffer name: the registry entry is replaced
+            # (a logged write to ``_buffers``, replayed after the graph)
+            registry = self.instance_dict(tx).lookup(tx, "_buffers")
+            if isinstance(registry, DictVariable):
+                self.instance_dict(tx).lookup(tx, name)  # an instance attribute would shadow it
+                registry.setitem_key(tx, name, value)
+                return
         if issubclass(vtype, (torch.nn.Parameter, torch.nn.Module)) or any(
                 name in d.get(kind, ()) for kind in ("_parameters", "_buffers", "_modules")):
             raise unsupported("assigning a parameter, buffer or submodule", f"{self._hint(name)} = ...",
@@ -332,12 +352,17 @@ _MEMBER_METHODS = {"parameters": ("_parameters", False), "named_parameters": ("_
 
 def _member(tx, value, src, kind: str, name: str, hint: str) -> VariableTracker:
     """A parameter or buffer ``name`` of the module at ``src`` (``kind``: its registry):
-    a graph attribute guarded by identity, or ``None``."""
+    a parameter is a graph attribute guarded by identity, a buffer a graph input; or
+    ``None``."""
     item_src = module_attr_source(src, name, kind) if src is not None else None
     if value is None:
         if item_src is not None:
             tx.output.add_guard(item_src, GuardKind.CONSTANT_MATCH, None)
         return ConstantVariable(None)
+    if kind == "_buffers" and item_src is not None:
+        # a graph input (guarded by its metadata): a buffer that forward reassigns
+        # (``self.avg = ...``) is a new tensor on every call, and must not recompile
+        return VariableTracker.build(tx, value, item_src, realize=True)
     if item_src is not None:
         tx.output.add_guard(item_src, GuardKind.ID_MATCH, value)
     return tx.output.get_attr_tensor(value, hint, None)
