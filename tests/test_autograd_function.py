@@ -651,9 +651,12 @@ CASES = [
     # leaves the call to Python (the fake run cannot branch on data): 2 graphs, 1 break
     GradCase(data_dependent_forward,
              lambda i: ((_r(3, 4, seed=i) * (-1) ** i).requires_grad_(),), calls=4, graphs=2, breaks=1),
-    GradCase(side_effects_in_forward, _x),
-    # SCALE changes before the third call
-    GradCase(reads_changed_global, _set_scale_and_x, calls=4),
+    # forward prints and appends: speculating it finds the side effects, so the call runs
+    # in Python (torch.compile: 3 graphs, 2 breaks)
+    GradCase(side_effects_in_forward, _x, graphs=2, breaks=1),
+    # SCALE changes before the third call: the read in forward is guarded (a recompile,
+    # as torch.compile)
+    GradCase(reads_changed_global, _set_scale_and_x, calls=4, graphs=2),
 ]
 
 
@@ -672,19 +675,12 @@ def _xfail(reason: str):
 
 _FRESH_MODULE = _xfail("a deepcopy of the same module on the next call recompiles (2 graphs); "
                        "torch.compile reuses its graph (1)")
-_SIDE_EFFECTS = _xfail("Function.apply is one opaque node assumed free of Python effects: "
-                       "list(LOG) read after it is folded at trace time ([] instead of "
-                       "['forward']), and forward's append/print also run in the fake-tensor "
-                       "trace")
-_EAGER_MARKS = {"fresh_module_each_call": _FRESH_MODULE, "side_effects_in_forward": _SIDE_EFFECTS}
+_EAGER_MARKS = {"fresh_module_each_call": _FRESH_MODULE}
 _AOT_MARKS = {
     **_EAGER_MARKS,
     "create_graph_inside": _xfail(
         "[aot_eager] backward of the gradient: RuntimeError 'torch.compile with aot_autograd "
         "does not currently support double backward' (torch.compile fails it too)"),
-    "reads_changed_global": _xfail(
-        "[aot_eager] AOTAutograd bakes the global SCALE read in Function.forward into the graph "
-        "at trace time, and nothing guards it: stale value after SCALE changes"),
 }
 
 

@@ -86,6 +86,12 @@ class SideEffects:
             seen.setdefault(id(e.target), target or e.target)
         return list(seen.values())
 
+    def mark(self) -> tuple:
+        """A summary that changes whenever a mutation is recorded (compare two marks to
+        see whether code traced in between changed pre-existing state)."""
+        list_ops = sum(len(e.value) for e in self._lists.values())
+        return len(self.log), list_ops, sum(len(v) for v in self.pending_class_attrs.values())
+
     # -- recording ------------------------------------------------------------------------
     def dict_store(self, d: VariableTracker, key: Any, value: VariableTracker) -> None:
         self.log.append(Entry("dict", d, key, value))

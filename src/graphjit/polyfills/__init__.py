@@ -49,4 +49,4 @@ def originals() -> list:
     return [original for original, _ in SUBSTITUTES.values()]
 
 
-from . import builtins, collections, functools, heapq, itertools, operator  # noqa: E402,F401  (registers them)
+from . import autograd, builtins, collections, functools, heapq, itertools, operator  # noqa: E402,F401  (registers them)

@@ -13,6 +13,7 @@ import torch
 
 from ..exc import unsupported
 from ..guards.guard import GlobalQuery, GuardKind
+from ..polyfills.autograd import FunctionCtx
 from ..trace_rules import is_compiling as _graphjit_is_compiling
 from ..sources import FromNumpySource
 from .base import VariableTracker, call_python, register_builder_by_id
@@ -200,7 +201,14 @@ class AutogradFunctionApplyVariable(VariableTracker):
     """``torch.autograd.Function.apply`` (the function behind ``MyFn.apply``): a call is one
     graph node calling ``MyFn.apply``, so autograd runs the Function's own ``forward`` and
     ``backward`` (with every backend: AOTAutograd traces through it).  The class is
-    guarded by identity where it was read."""
+    guarded by identity where it was read.
+
+    The node runs ``forward`` when the graph runs, and its fake run runs it at trace time:
+    so ``forward`` is first *speculated*, traced like user code on a stand-in ``ctx``
+    (``polyfills.autograd.FunctionCtx``), its graph nodes then dropped.  What it reads is
+    guarded (a global it reads that changes recompiles); if it changes pre-existing Python
+    state, draws from ``random`` or cannot be traced, the call is a graph break (it runs
+    in Python, once, as in eager)."""
 
     def _repr_body(self) -> str:
         return "Function.apply"
@@ -211,7 +219,30 @@ class AutogradFunctionApplyVariable(VariableTracker):
             raise unsupported("Function.apply on a non-Function", repr(args[0]))
         if "vjp" in cls.__dict__ or "jvp" in cls.__dict__ or "vmap" in cls.__dict__:
             raise unsupported("autograd.Function with custom vjp/jvp/vmap", cls.__qualname__)
+        _speculate_forward(tx, args[0], cls, list(args[1:]), dict(kwargs))
         return tx.output.call(tx, "call_function", _apply_of(cls), list(args[1:]), dict(kwargs))
+
+
+def _speculate_forward(tx, cls_var: VariableTracker, cls: type, args: list, kwargs: dict) -> None:
+    """Trace ``cls.forward`` on the call's arguments (see the class docstring); raises
+    ``Unsupported`` if it has Python side effects."""
+    out = tx.output
+    mark, steps = out.side_effects.mark(), len(out.prologue.steps)
+    before = set(out.graph.nodes)
+    forward = cls_var.var_getattr(tx, "forward")
+    if cls.setup_context is torch.autograd.function._SingleLevelFunction.setup_context:
+        needs = tuple(bool(a.is_tensor() and a.example_value.requires_grad) for a in args)
+        ctx = VariableTracker.build(tx, FunctionCtx).call_function(tx, [VariableTracker.build(tx, needs)], {})
+        forward.call_function(tx, [ctx, *args], kwargs)
+    else:  # the setup_context style: forward takes no ctx
+        forward.call_function(tx, args, kwargs)
+    if out.side_effects.mark() != mark or len(out.prologue.steps) != steps:
+        raise unsupported("autograd.Function forward with Python side effects", f"{cls.__qualname__}.apply",
+                          "Its forward changes Python state (or draws from random); the call runs "
+                          "in Python so that this happens once, as in eager.")
+    for node in reversed(list(out.graph.nodes)):  # the speculation's ops: the node runs forward
+        if node not in before and node.op in ("call_function", "call_method", "call_module"):
+            out.graph.erase_node(node)
 
 
 _APPLY_WRAPPERS: "weakref.WeakKeyDictionary[type, Any]" = weakref.WeakKeyDictionary()
