@@ -197,14 +197,7 @@ def _store_dict(cg, e: Entry, target, value) -> None:
     replay = getattr(e.target, "replay_item_function", None)
     base_fn = replay(value is DELETED) if replay is not None else None
     if base_fn is not None:  # the class's Python __setitem__ already ran in the trace
-        cg.push_null()
-        cg.load_const(base_fn)
-        cg.load_fast(target)
-        cg.load_const(e.key)
-        if value is not DELETED:
-            cg.load_fast(value)
-        cg.call(2 if value is DELETED else 3)
-        cg.append_pop_top()
+        _call_store(cg, base_fn, target, e.key, value)
         return
     if value is DELETED:
         cg.load_fast(target)
@@ -217,16 +210,21 @@ def _store_dict(cg, e: Entry, target, value) -> None:
     cg.append(create_instruction("STORE_SUBSCR"))
 
 
+def _call_store(cg, fn, target, key, value) -> None:
+    """``fn(target, key)`` for a delete (``value`` is DELETED), else ``fn(target, key, value)``."""
+    cg.push_null()
+    cg.load_const(fn)
+    cg.load_fast(target)
+    cg.load_const(key)
+    if value is not DELETED:
+        cg.load_fast(value)
+    cg.call(2 if value is DELETED else 3)
+    cg.append_pop_top()
+
+
 def _store_attr(cg, e: Entry, target, value) -> None:
     if e.target.replay_through_object_setattr():
-        cg.push_null()
-        cg.load_const(object.__delattr__ if value is DELETED else object.__setattr__)
-        cg.load_fast(target)
-        cg.load_const(e.key)
-        if value is not DELETED:
-            cg.load_fast(value)
-        cg.call(2 if value is DELETED else 3)
-        cg.append_pop_top()
+        _call_store(cg, object.__delattr__ if value is DELETED else object.__setattr__, target, e.key, value)
         return
     if value is DELETED:
         cg.load_fast(target)

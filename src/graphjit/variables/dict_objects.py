@@ -24,7 +24,7 @@ from ..guards.guard import GuardKind
 from ..sources import AttrSource
 from . import object_protocol as proto
 from .base import VariableTracker, register_builder_predicate
-from .dicts import DELETED, DictVariable, rebuild_dict
+from .dicts import DELETED, DictVariable
 from .instance_attrs import InstanceAttrsMixin
 
 #: dict types modelled by ``DictVariable`` itself (their instances have no ``__dict__``)
@@ -123,23 +123,7 @@ class DictObjectVariable(InstanceAttrsMixin, DictVariable):
             return
         if self.slot_values:
             raise unsupported("dict subclass with slots", f"new {self.cls.__qualname__} with slot values")
-        attrs = self._dict.realize_items(None) if self._dict is not None else {}
-        cg.push_null()
-        cg.load_const(rebuild_dict)
-        cg.load_const(self.cls)
-        for k, v in self._items.items():
-            cg.load_const(k)
-            cg.reconstruct(v)
-        cg.build(dict, len(self._items))
-        if self.default_factory is not None:
-            cg.reconstruct(self.default_factory)
-        else:
-            cg.load_const(None)
-        for k, v in attrs.items():
-            cg.load_const(k)
-            cg.reconstruct(v)
-        cg.build(dict, len(attrs))
-        cg.call(4)
+        self.emit_rebuild(cg, self._dict.realize_items(None) if self._dict is not None else {})
 
 
 def _is_dict_object(value: Any) -> bool:

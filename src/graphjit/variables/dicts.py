@@ -379,18 +379,7 @@ class DictVariable(VariableTracker):
             return
         if self.user_cls not in (dict, collections.OrderedDict):
             # a subclass: made without running its __init__, then filled (rebuild_dict)
-            cg.push_null()
-            cg.load_const(rebuild_dict)
-            cg.load_const(self.user_cls)
-            for k, v in self._items.items():
-                cg.load_const(k)
-                cg.reconstruct(v)
-            cg.build(dict, len(self._items))
-            if self.default_factory is not None:
-                cg.reconstruct(self.default_factory)
-            else:
-                cg.load_const(None)
-            cg.call(3)
+            self.emit_rebuild(cg, {})
             return
         if self.user_cls is not dict:
             cg.push_null()
@@ -401,6 +390,24 @@ class DictVariable(VariableTracker):
         cg.build(dict, len(self._items))
         if self.user_cls is not dict:
             cg.call(1)
+
+    def emit_rebuild(self, cg, attrs: dict) -> None:
+        """``rebuild_dict(cls, items, factory, attrs)`` for a new instance of a subclass."""
+        cg.push_null()
+        cg.load_const(rebuild_dict)
+        cg.load_const(self.user_cls)
+        for part in (self._items, None, attrs):
+            if part is None:
+                if self.default_factory is not None:
+                    cg.reconstruct(self.default_factory)
+                else:
+                    cg.load_const(None)
+                continue
+            for k, v in part.items():
+                cg.load_const(k)
+                cg.reconstruct(v)
+            cg.build(dict, len(part))
+        cg.call(4)
 
 
 _DICT_METHODS = {
