@@ -89,10 +89,11 @@ class GradModeExit:
 _EXITS = {True: GradModeExit(True), False: GradModeExit(False)}
 
 
-class WithExitVariable(VariableTracker):
-    """The ``__exit__`` that BEFORE_WITH pushes for a supported context manager."""
+class _ModeExitVariable(VariableTracker):
+    """The ``__exit__`` that BEFORE_WITH pushes for a modelled mode: calling it leaves
+    ``ctx``'s mode."""
 
-    def __init__(self, ctx: GradModeVariable, **kwargs) -> None:
+    def __init__(self, ctx: VariableTracker, **kwargs) -> None:
         super().__init__(**kwargs)
         self.ctx = ctx
 
@@ -101,6 +102,10 @@ class WithExitVariable(VariableTracker):
 
     def call_function(self, tx, args, kwargs) -> VariableTracker:
         return self.ctx.exit(tx)
+
+
+class WithExitVariable(_ModeExitVariable):
+    """The ``__exit__`` of a grad-mode block: rebuilt after a break (a resume point)."""
 
     def reconstruct(self, cg) -> None:
         cg.load_const(_EXITS[self.ctx.previous])
@@ -185,19 +190,9 @@ class _InferenceModeClone(VariableTracker):
         return InferenceModeVariable(self.mode)
 
 
-class InferenceModeExitVariable(VariableTracker):
-    """The ``__exit__`` that BEFORE_WITH pushes for ``torch.inference_mode``.  Unlike
-    :class:`WithExitVariable`, a graph break cannot resume inside the block."""
-
-    def __init__(self, ctx: InferenceModeVariable, **kwargs) -> None:
-        super().__init__(**kwargs)
-        self.ctx = ctx
-
-    def _repr_body(self) -> str:
-        return repr(self.ctx)
-
-    def call_function(self, tx, args, kwargs) -> VariableTracker:
-        return self.ctx.exit(tx)
+class InferenceModeExitVariable(_ModeExitVariable):
+    """The ``__exit__`` of ``torch.inference_mode``.  Not a :class:`WithExitVariable`: a
+    graph break cannot resume inside the block."""
 
     def reconstruct(self, cg) -> None:
         raise unsupported("inference_mode block across a graph break",
