@@ -465,3 +465,26 @@ def test_llama_gradients(name):
     assert got.keys() == want.keys() and len(want) > 10
     for n in want:
         torch.testing.assert_close(got[n], want[n], **TOL, msg=lambda m, n=n: f"grad of {n}: {m}")
+
+
+def test_mixtral_breaks_explained():
+    """Issue 9: each of Mixtral's breaks is explained by ``explain()``: a reason, a hint,
+    the instruction it broke at and a user stack ending in the expert loop's data-dependent
+    line (``nonzero`` at the hit mask, or the branch on a tensor in the loop)."""
+    spec = _mixtral("eager")
+    graphjit.reset()
+    with torch.no_grad():
+        ex = graphjit.explain(spec.model)(**spec.kwargs)
+    assert ex.graph_break_count == len(ex.break_reasons) > 0
+    lines = Counter()
+    for reason in ex.break_reasons:
+        assert reason.reason and reason.hints and reason.instruction, str(reason)
+        last = reason.user_stack[-1]
+        assert last.filename.endswith("modeling_mixtral.py"), last
+        lines[last.line.strip()] += 1
+    assert set(lines) == {
+        "expert_hit = torch.greater(expert_mask.sum(dim=(-1, -2)), 0).nonzero()",
+        "if expert_idx == self.num_experts:"}, lines
+    text = str(ex)
+    assert "data-dependent operator: Tensor.nonzero" in text
+    assert "data-dependent branch: bool() of tensor eq" in text

@@ -187,14 +187,36 @@ class GetItemSource(ChainedSource):
         return f"{self.base.display()}[{self.index!r}]"
 
     def render(self, scope: GuardScope) -> str:
-        return f"{self.base.guard_expr(scope)}[{self.index!r}]"
+        index = scope.ref(self.index.obj) if isinstance(self.index, ObjectKey) else repr(self.index)
+        return f"{self.base.guard_expr(scope)}[{index}]"
 
     def reconstruct(self) -> list[Instruction]:
+        index = self.index.obj if isinstance(self.index, ObjectKey) else self.index
         return [
             *self.base.reconstruct(),
-            create_instruction("LOAD_CONST", argval=self.index),
+            create_instruction("LOAD_CONST", argval=index),
             create_instruction("BINARY_SUBSCR", arg=0),
         ]
+
+
+class ObjectKey:
+    """A dict key that hashes by identity (a tensor keying an optimizer's ``state``), as
+    the index of a :class:`GetItemSource`: compared by identity, so sources holding
+    different tensors never compare their values; guards refer to the object itself."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: Any) -> None:
+        self.obj = obj
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ObjectKey) and other.obj is self.obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+    def __repr__(self) -> str:
+        return f"<{type(self.obj).__name__} at {id(self.obj):#x}>"
 
 
 class ConstSource(Source):

@@ -51,7 +51,7 @@ from typing import Any, Callable
 
 import torch
 
-__all__ = ["Rule", "frame_rule", "trace_rule", "allow_in_graph", "disable", "skip",
+__all__ = ["Rule", "frame_rule", "trace_rule", "dynamo_patched_original", "allow_in_graph", "disable", "skip",
            "is_compiling", "is_skipped_file", "SKIPPED_PACKAGES", "clear_overrides"]
 
 
@@ -69,6 +69,9 @@ class Rule(enum.Enum):
 
 _GRAPHJIT_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+#: torch packages whose frames are compiled like user code (as TorchDynamo's inline list):
+#: an optimizer's ``step`` is reached through wrappers that break
+_TORCH_COMPILED_DIRS = (os.path.join(_TORCH_DIR, "optim") + os.sep,)
 _STDLIB_DIRS = tuple({os.path.join(p, "lib", "python3.11") + os.sep
                       for p in (sys.prefix, sys.base_prefix)})
 
@@ -113,6 +116,8 @@ def is_skipped_file(filename: str) -> bool:
     if filename.startswith("<frozen "):  # the standard library's frozen modules (posixpath...)
         return True
     path = os.path.abspath(filename) if filename and not filename.startswith("<") else filename
+    if path.startswith(_TORCH_COMPILED_DIRS):
+        return False
     if path.startswith((_GRAPHJIT_DIR, _TORCH_DIR)):
         return True
     if "site-packages" in path or "dist-packages" in path:
@@ -168,6 +173,20 @@ def _user_rule(value: Any) -> Rule | None:
         return _id_rules.get(id(value))
     except TypeError:
         return None
+
+
+def dynamo_patched_original(fn: Any) -> types.FunctionType | None:
+    """The function TorchDynamo's own patch wrapped, when ``fn`` is that wrapper: importing
+    ``torch._dynamo`` disables every optimizer's ``_init_group`` for TorchDynamo (its tracer
+    runs them itself); the user disabled nothing, so graphjit traces the original."""
+    if not (isinstance(fn, types.FunctionType) and getattr(fn, "_torchdynamo_disable", False)):
+        return None
+    original = getattr(fn, "__wrapped__", None)
+    if isinstance(original, types.FunctionType) and original.__name__ == "_init_group" and \
+            original.__code__.co_filename.startswith(_TORCH_COMPILED_DIRS) and \
+            str(getattr(fn, "_torchdynamo_disable_msg", "")).endswith("_init_group not supported"):
+        return original
+    return None
 
 
 def trace_rule(value: Any) -> Rule | None:

@@ -173,6 +173,18 @@ class OutputGraph:
         self._inputs_by_id[id(tensor)] = var
         return var
 
+    def real_tensor(self, node: torch.fx.Node) -> torch.Tensor | None:
+        """The real tensor behind a graph input or attribute node (``None`` for a tensor
+        the graph computes)."""
+        if node.op == "placeholder":
+            return next((a.example for a in self.graph_args if a.node is node), None)
+        if node.op == "get_attr":
+            value: Any = self.root
+            for part in node.target.split("."):
+                value = getattr(value, part)
+            return value
+        return None
+
     def add_prologue_input(self, var: VariableTracker, dtype: torch.dtype, source: Source) -> TensorVariable:
         """The placeholder for a prologue value as a 0-d tensor of ``dtype`` (one per value
         and dtype; not guarded: the value is computed after the guards, every call)."""

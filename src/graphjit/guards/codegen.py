@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import math
+import operator
 import textwrap
 import types
 from typing import Any, Callable
@@ -171,8 +172,13 @@ def guard_expressions(guard: Guard, scope: GuardScope, c: _Consts,
     if k is GuardKind.DICT_KEYS:
         keys = list(v)
         t = "dict" if type(v) is dict else c.ref(type(v))
-        return [GuardPart(label, f"type({E()}) is {t}", f"type({E()})", type(v).__name__),
-                GuardPart(label, f"list({E()}) == {c.ref(keys)}", f"list({E()})", _short(keys))]
+        is_type = GuardPart(label, f"type({E()}) is {t}", f"type({E()})", type(v).__name__)  # E() first: CSE
+        if all(type(key) in _SIMPLE_CONSTANTS or type(key) is tuple for key in keys):
+            same = f"list({E()}) == {c.ref(keys)}"
+        else:  # keys hashed by identity (tensors): compared by identity, never by value
+            d = E()
+            same = f"len({d}) == {len(keys)} and all(map({c.ref(operator.is_, 'is_')}, {E()}, {c.ref(keys)}))"
+        return [is_type, GuardPart(label, same, f"list({E()})", _short(keys))]
     if k is GuardKind.DICT_CONTAINS:
         key, present = v
         ref = repr(key) if type(key) in _SIMPLE_CONSTANTS else c.ref(key)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import os
 import types
 from typing import Any, Callable
 
@@ -46,7 +47,25 @@ MAX_RESTARTS = 64
 
 #: ``convert_frame``'s answer for a call whose program raises before anything could be
 #: compiled: run this call as it is (the user gets eager's exception), cache nothing.
-RAISES_THIS_CALL = object()
+EAGER_THIS_CALL = object()
+#: ... for a call to run as it is with nothing under it compiled, caching nothing (the
+#: next call is traced): an optimizer's step that creates its state.
+PLAIN_THIS_CALL = object()
+
+_OPTIM_DIR = os.path.dirname(torch.optim.__file__) + os.sep
+
+
+def creates_optimizer_state(fn: types.FunctionType, f_locals: dict) -> bool:
+    """Is this a ``torch.optim`` method on an optimizer whose state is not created yet for
+    a parameter that has a gradient?  Its first step creates the state (step counters,
+    moment buffers): a trace of it would give a graph that runs once, so that call runs
+    in Python and the steady-state step is traced on the next call (as TorchDynamo
+    initializes the state before tracing)."""
+    opt = f_locals.get("self")
+    if not isinstance(opt, torch.optim.Optimizer) or not fn.__code__.co_filename.startswith(_OPTIM_DIR):
+        return False
+    return any(p.grad is not None and p not in opt.state
+               for group in opt.param_groups for p in group["params"])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,11 +116,16 @@ def bind_frame_locals(fn: types.FunctionType, args: tuple, kwargs: dict) -> dict
 def convert_frame(fn: types.FunctionType, args: tuple, kwargs: dict, hooks: Hooks,
                   closure_arg: bool = False) -> CacheEntry | None:
     """Trace ``fn(*args, **kwargs)``; restart whenever a break decision is recorded
-    (returns :data:`RAISES_THIS_CALL` when the call raises before any graph, a
+    (returns :data:`EAGER_THIS_CALL` when the call raises before any graph,
+    :data:`PLAIN_THIS_CALL` when it creates an optimizer's state, a
     :class:`RunEagerly` when the first graph break comes before anything to compile).
     ``closure_arg``: the entry serves every function of ``fn``'s code (its guard takes the
     closure as a ``___closure`` keyword argument)."""
     f_locals = bind_frame_locals(fn, args, kwargs)
+    if creates_optimizer_state(fn, f_locals):
+        logs.emit("graph_breaks", f"{fn.__qualname__} runs in Python on this call: it creates the "
+                                  "optimizer's state (the next call is traced)")
+        return PLAIN_THIS_CALL
     speculation: dict[int, Speculation] = {}
     f_args = (args, kwargs)
     for _ in range(MAX_RESTARTS):
@@ -141,7 +165,7 @@ def build_entry(fn, tx: InstructionTranslator, output: OutputGraph, global_state
     if bp is not None and bp.kind == "step" and output.count_calls() == 0:
         _record_break(fn, bp)
         if bp.reason.user_error:  # this call raises: run it as it is, trace the next one
-            return RAISES_THIS_CALL
+            return EAGER_THIS_CALL
         # nothing before the break: the frame runs in Python, its calls intercepted
         where = bp.reason.user_stack[-1] if bp.reason.user_stack else None
         at = f" at {where.filename}:{where.lineno}" if where else ""

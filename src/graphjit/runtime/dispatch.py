@@ -31,7 +31,7 @@ from ..variables.nn_module import has_hooks
 from ..variables.object_protocol import type_attr_raw
 from ..trace_rules import forget_frame_decisions, register_dependent_cache
 from . import stats
-from .convert_frame import RAISES_THIS_CALL, TRANSPARENT_CODES, CacheEntry, Hooks, RunEagerly, convert_frame
+from .convert_frame import EAGER_THIS_CALL, PLAIN_THIS_CALL, TRANSPARENT_CODES, CacheEntry, Hooks, RunEagerly, convert_frame
 from .eager_frames import Interceptor, has_tensor, skip_frame, uses_torch_global
 
 _live: "weakref.WeakSet[CompiledFunction]" = weakref.WeakSet()
@@ -122,6 +122,8 @@ class NestedDispatcher:
                 entry = self._find(closure, args, kwargs) or self._compile(fn, args, kwargs)
         if entry is None:
             return self.session.interceptor.eager(fn)(*args, **kwargs)
+        if entry is fn:  # PLAIN_THIS_CALL
+            return fn(*args, **kwargs)
         code = entry.fn.__code__
         return types.FunctionType(code, fn.__globals__, fn.__name__, None, closure)(*args, **kwargs)
 
@@ -142,8 +144,10 @@ class NestedDispatcher:
             entry = convert_frame(fn, args, kwargs, self.session.hooks, closure_arg=True)
         except Unsupported as e:
             entry = RunEagerly(e.reason)
-        if entry is RAISES_THIS_CALL:
+        if entry is EAGER_THIS_CALL:
             return None
+        if entry is PLAIN_THIS_CALL:
+            return fn
         if isinstance(entry, RunEagerly):
             skip_frame(fn, entry.reason)
             self._run_eagerly = True
@@ -348,8 +352,10 @@ class CompiledFunction:
             log.exception("graphjit internal error; running %s eagerly", self._fn.__qualname__)
             self._skip("graphjit internal error (logged)")
             return self._eager()
-        if entry is RAISES_THIS_CALL:
+        if entry is EAGER_THIS_CALL:
             return self._eager()
+        if entry is PLAIN_THIS_CALL:
+            return self._fn
         if isinstance(entry, RunEagerly):
             self._skip(entry.reason)
             return self._eager()

@@ -171,11 +171,11 @@ class OpHandlers:
         self.push(ListVariable(self.popn(inst.arg)))
 
     def BUILD_SET(self, inst) -> None:
-        self.push(SetVariable([key_of(v) for v in self.popn(inst.arg)]))  # added in order
+        self.push(SetVariable([key_of(v, self) for v in self.popn(inst.arg)]))  # added in order
 
     def BUILD_MAP(self, inst) -> None:
         flat = self.popn(2 * inst.arg)
-        self.push(DictVariable({key_of(k): v for k, v in zip(flat[::2], flat[1::2])}))
+        self.push(DictVariable({key_of(k, self): v for k, v in zip(flat[::2], flat[1::2])}))
 
     def BUILD_CONST_KEY_MAP(self, inst) -> None:
         keys = self.pop().as_python_constant()
@@ -217,7 +217,7 @@ class OpHandlers:
 
     def MAP_ADD(self, inst) -> None:
         value, key = self.pop(), self.pop()
-        self.stack[-inst.arg].setitem_key(self, key_of(key), value)
+        self.stack[-inst.arg].setitem_key(self, key_of(key, self), value)
 
     def DICT_UPDATE(self, inst) -> None:
         other = self.pop()

@@ -28,7 +28,7 @@ import torch
 
 from ..exc import Unsupported
 from ..guards.guard import GuardKind
-from ..trace_rules import Rule, is_stdlib_file, trace_rule
+from ..trace_rules import Rule, dynamo_patched_original, is_stdlib_file, trace_rule
 from ..sources import AttrSource, Source
 from .. import polyfills
 from .base import (
@@ -99,6 +99,10 @@ def build_polyfilled(tx, value: Any, source: Source | None) -> VariableTracker:
 
 @register_builder_predicate(_is_function_like)
 def build_callable(tx, value: Any, source: Source | None) -> VariableTracker:
+    original = dynamo_patched_original(value)
+    if original is not None:  # TorchDynamo's wrapper around torch's own function
+        _guard(tx, source, GuardKind.ID_MATCH, value)
+        return build_callable(tx, original, _attr(source, "__wrapped__"))
     rule = trace_rule(value)
     polyfill = polyfills.substitute(value) if rule is None else None
     if polyfill is not None:  # a class method of a C type (``dict.fromkeys``)

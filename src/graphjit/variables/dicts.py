@@ -24,7 +24,7 @@ from typing import Any
 from ..exc import ObservedException, observed, unsupported
 from ..guards.guard import GuardKind
 from ..polyfills import builtins as poly
-from ..sources import AttrSource, ConstSource, GetItemSource, GlobalSource, Source
+from ..sources import AttrSource, ConstSource, GetItemSource, GlobalSource, ObjectKey, Source
 from .base import (
     MethodVariable,
     ValueMutationExisting,
@@ -36,18 +36,29 @@ from .base import (
 from .constant import ConstantVariable
 from .sequences import ListVariable, TupleVariable
 
+#: keys a source writes as a literal (others, a tensor's, are referred to by identity)
+_SIMPLE_KEYS = (int, str, bool, float, type(None), bytes)
+
 MISSING: Any = type("Missing", (), {"__repr__": lambda self: "<missing>"})()
 DELETED: Any = type("Deleted", (), {"__repr__": lambda self: "<deleted>"})()
 
 
-def key_of(var: VariableTracker) -> Any:
-    """The Python key a tracker stands for, as a dict would hash it."""
+def key_of(var: VariableTracker, tx=None) -> Any:
+    """The Python key a tracker stands for, as a dict would hash it.  A tensor hashes by
+    identity: one read from outside the graph (an optimizer's parameter keying its
+    ``state``) is its real tensor, guarded by identity (with ``tx``)."""
     ptype = var.python_type() if not var.is_tensor() else None
     if ptype in (list, dict, set) or isinstance(var, (ListVariable, DictVariable)):
         name = ptype.__name__ if ptype else type(var).__name__
         raise observed(TypeError, f"unhashable type: '{name}'")
     if var.is_tensor():
-        raise unsupported("tensor as a dict key", repr(var), "Tensors hash by identity; not traced yet.")
+        real = tx.output.real_tensor(var.node) if tx is not None and var.source is not None else None
+        if real is None:
+            raise unsupported("tensor as a dict key", repr(var),
+                              "A tensor the graph computes has no identity at trace time; only "
+                              "tensors read from outside the graph key dicts and sets in traced code.")
+        tx.output.add_guard(var.source, GuardKind.ID_MATCH, real)
+        return real
     try:
         key = var.as_python_constant()
     except Exception:
@@ -93,7 +104,9 @@ class DictVariable(VariableTracker):
     # -- reading ------------------------------------------------------------------------
     def item_source(self, key: Any) -> Source | None:
         """Where the value of ``key`` in the real dict is read from."""
-        return GetItemSource(self.source, key) if self.source is not None else None
+        if self.source is None:
+            return None
+        return GetItemSource(self.source, key if type(key) in _SIMPLE_KEYS else ObjectKey(key))
 
     def guard_contains(self, tx, key: Any, present: bool) -> None:
         """Guard that ``key in dict`` stays ``present`` (lookups of a lazy dict)."""
@@ -205,7 +218,7 @@ class DictVariable(VariableTracker):
         return hasattr(self.user_cls, name)
 
     def getitem(self, tx, index: VariableTracker) -> VariableTracker:
-        key = key_of(index)
+        key = key_of(index, tx)
         value = self.lookup(tx, key)
         if value is MISSING:
             return self._missing(tx, index, key)
@@ -246,10 +259,10 @@ class DictVariable(VariableTracker):
         return None
 
     def setitem(self, tx, index: VariableTracker, value: VariableTracker) -> None:
-        self.setitem_key(tx, key_of(index), value)
+        self.setitem_key(tx, key_of(index, tx), value)
 
     def delitem(self, tx, index: VariableTracker) -> None:
-        self.delitem_key(tx, key_of(index))
+        self.delitem_key(tx, key_of(index, tx))
 
     def call_method(self, tx, name: str, args: list, kwargs: dict) -> VariableTracker:
         override = self.python_method(tx, name)
@@ -265,13 +278,13 @@ class DictVariable(VariableTracker):
         return method(self, tx, *args, **kwargs)
 
     def _get(self, tx, key, default=None):
-        value = self.lookup(tx, key_of(key))
+        value = self.lookup(tx, key_of(key, tx))
         if value is MISSING:
             return default if default is not None else ConstantVariable(None)
         return value
 
     def _contains(self, tx, key):
-        return ConstantVariable(self.lookup(tx, key_of(key)) is not MISSING)
+        return ConstantVariable(self.lookup(tx, key_of(key, tx)) is not MISSING)
 
     def _len(self, tx):
         return ConstantVariable(len(self.realize_items(tx)))
@@ -286,7 +299,7 @@ class DictVariable(VariableTracker):
         return ConstantVariable(None)
 
     def _pop(self, tx, key, *default):
-        k = key_of(key)
+        k = key_of(key, tx)
         value = self.lookup(tx, k)
         if value is MISSING:
             if default:
@@ -307,7 +320,7 @@ class DictVariable(VariableTracker):
         return TupleVariable([VariableTracker.build(tx, key), value])
 
     def _setdefault(self, tx, key, default=None):
-        k = key_of(key)
+        k = key_of(key, tx)
         value = self.lookup(tx, k)
         if value is MISSING:
             value = default if default is not None else ConstantVariable(None)
@@ -356,7 +369,7 @@ class DictVariable(VariableTracker):
         """``OrderedDict.move_to_end``: logged as deletes and stores that leave the keys in
         their new order (to the end: the key again; to the front: every key)."""
         self._ordered("move_to_end")
-        k = key_of(key)
+        k = key_of(key, tx)
         items = self.realize_items(tx)
         if k not in items:
             raise observed(KeyError, k)
@@ -431,7 +444,7 @@ def items_of(tx, other: VariableTracker) -> list[tuple[Any, VariableTracker]]:
     pairs = []
     for item in other.unpack(tx):
         k, v = item.unpack(tx)
-        pairs.append((key_of(k), v))
+        pairs.append((key_of(k, tx), v))
     return pairs
 
 
@@ -508,14 +521,14 @@ class DictViewVariable(VariableTracker):
             pair = args[0].unpack(tx) if args[0].python_type() is tuple else None
             if pair is None or len(pair) != 2:
                 return ConstantVariable(False)
-            found = self.dict_var.lookup(tx, key_of(pair[0]))
+            found = self.dict_var.lookup(tx, key_of(pair[0], tx))
             if found is MISSING:
                 return ConstantVariable(False)
             return tx.inline_polyfill(poly.sequence_contains, [TupleVariable([found]), pair[1]])
         if name in _VIEW_SET_METHODS and self.kind in ("keys", "items") and not kwargs:
             mine = self.key_set(tx) if self.kind == "keys" else {
                 (k, v.as_python_constant()) for k, v in self.dict_var.realize_items(tx).items()}
-            others = [set(key_of(i) if self.kind == "keys" else i.as_python_constant()
+            others = [set(key_of(i, tx) if self.kind == "keys" else i.as_python_constant()
                           for i in tx.make_iterator(a).unpack(tx)) for a in args]
             return VariableTracker.build(tx, call_python(f"dict_{self.kind}.{name}", getattr(mine, name), *others))
         if name == "__iter__":

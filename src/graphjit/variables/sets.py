@@ -88,7 +88,7 @@ class SetVariable(VariableTracker):
         if kwargs:
             raise unsupported("set method with keyword arguments", f"set.{name}")
         if name in ("add", "discard", "remove") and len(args) == 1:
-            key = key_of(args[0])
+            key = key_of(args[0], tx)
             if name == "remove" and key not in self.keys:
                 raise observed(KeyError, key)
             self._mutate(tx, "add" if name == "add" else "discard", key)
@@ -107,7 +107,7 @@ class SetVariable(VariableTracker):
             self.call_method(tx, "discard", [ConstantVariable(key)], {})
             return VariableTracker.build(tx, key)
         if name == "__contains__" and len(args) == 1:
-            return ConstantVariable(key_of(args[0]) in self.keys)
+            return ConstantVariable(key_of(args[0], tx) in self.keys)
         if name == "__len__":
             return ConstantVariable(len(self.keys))
         if name == "copy":

@@ -14,6 +14,8 @@ import torch
 import torch.fx
 
 from ..exc import unsupported
+from ..guards.guard import GuardKind
+from ..sources import AttrSource
 from .base import MethodVariable, VariableTracker, check_constant_args, register_builder
 from .constant import ConstantVariable
 
@@ -130,7 +132,9 @@ class TensorVariable(VariableTracker):
             return ConstantVariable(getattr(ev, name))
         if name in TENSOR_ATTRS:
             return tx.output.call(tx, "call_function", getattr, [self, ConstantVariable(name)], {})
-        if name == "grad_fn" or name == "grad":
+        if name == "grad":
+            return self._grad(tx)
+        if name == "grad_fn":
             raise unsupported("autograd attribute", f"Tensor.{name}",
                               "Reading autograd state is not traced yet.")
         if callable(getattr(torch.Tensor, name, None)):
@@ -139,6 +143,24 @@ class TensorVariable(VariableTracker):
 
     def has_attr(self, tx, name: str) -> bool:
         return hasattr(self.example_value, name)
+
+    def _grad(self, tx) -> VariableTracker:
+        """``t.grad`` of a tensor from outside the graph (a parameter, an optimizer's
+        tensor): its real ``.grad`` read through ``source.grad`` (a graph input, or ``None``,
+        guarded either way).  Only ``backward()`` sets a ``.grad``, and it is a graph break,
+        so a tensor the graph made has none (a leaf's is ``None``; a non-leaf's read warns
+        in eager and runs in Python)."""
+        real = tx.output.real_tensor(self.node)
+        if real is None or self.source is None:
+            if not self._example.requires_grad or self._example.is_leaf:
+                return ConstantVariable(None)
+            raise unsupported("autograd attribute", f"Tensor.grad of non-leaf {self.node.name}",
+                              "Reading .grad of a non-leaf tensor warns in eager; it runs in Python.")
+        grad_src = AttrSource(self.source, "grad")
+        if real.grad is None:
+            tx.output.add_guard(grad_src, GuardKind.CONSTANT_MATCH, None)
+            return ConstantVariable(None)
+        return VariableTracker.build(tx, real.grad, grad_src, realize=True)
 
     def call_method(self, tx, name: str, args: list, kwargs: dict) -> VariableTracker:
         if name in DATA_DEPENDENT_METHODS:
@@ -174,7 +196,23 @@ class TensorVariable(VariableTracker):
             return tx.output.call(tx, "call_function", operator.setitem, [self, *args], {})
         if not callable(getattr(torch.Tensor, name, None)):
             raise unsupported("unsupported tensor method", f"Tensor.{name}")
+        value = kwargs.get("value")
+        if name in _TENSOR_VALUE_METHODS and value is not None and value.is_tensor() and len(args) == 2 \
+                and value.example_value.dim() == 0 and not value.example_value.requires_grad \
+                and self.example_value.is_floating_point():
+            return self._with_tensor_value(tx, name, args, value)
         return tx.output.call(tx, "call_method", name, [self, *args], kwargs)
+
+    def _with_tensor_value(self, tx, name: str, args: list, value: VariableTracker) -> VariableTracker:
+        """``x.addcdiv_(a, b, value=t)`` with a 0-d tensor ``t`` (an optimizer's step size
+        while compiling: ``_get_value`` keeps it a tensor).  Eager reads the number out of
+        ``t``, which a graph cannot, so the op is written out as ``x.add_(t * a / b)`` (the
+        kernel's order: ``value * a``, then ``/ b``); results may differ from eager's in the
+        last bit (``t`` is not rounded to a double first)."""
+        combine = torch.div if name.startswith("addcdiv") else torch.mul
+        scaled = tx.output.call(tx, "call_function", torch.mul, [value, args[0]], {})
+        term = tx.output.call(tx, "call_function", combine, [scaled, args[1]], {})
+        return tx.output.call(tx, "call_method", "add_" if name.endswith("_") else "add", [self, term], {})
 
     def _type(self, tx, args, kwargs) -> VariableTracker:
         """``x.type()`` (a string) or ``x.type(T)``: a legacy tensor-type class such as
@@ -187,6 +225,10 @@ class TensorVariable(VariableTracker):
                 raise unsupported("Tensor.type to a CUDA tensor type", repr(target))
             target = target.dtype
         return tx.output.call(tx, "call_method", "type", [self, ConstantVariable(target)], {})
+
+
+#: methods whose ``value=`` must be a Python number (see ``_with_tensor_value``)
+_TENSOR_VALUE_METHODS = frozenset({"addcdiv", "addcdiv_", "addcmul", "addcmul_"})
 
 
 @register_builder(torch.Tensor)

@@ -98,6 +98,10 @@ class TorchFunctionVariable(VariableTracker):
                 "This function acts outside the graph, so it runs in Python between graphs.")
         if fn in (torch.no_grad, torch.enable_grad) and not args and not kwargs:
             return GradModeVariable(fn is torch.enable_grad)
+        if fn in (torch.addcdiv, torch.addcmul) and len(args) == 3 and "value" in kwargs \
+                and args[0].is_tensor() and kwargs["value"].is_tensor():
+            # ``torch.addcdiv(x, a, b, value=t)``: the method's rewrite of a tensor value
+            return args[0].call_method(tx, fn.__name__, list(args[1:]), kwargs)
         if fn is torch.inference_mode and len(args) + len(kwargs) <= 1:
             mode = args[0] if args else kwargs.get("mode", ConstantVariable(True))
             if mode.is_python_constant() and isinstance(mode.as_python_constant(), bool):
