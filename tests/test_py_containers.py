@@ -881,7 +881,18 @@ def enum_dict_keys(x, c):
 DD = "Unsupported 'class with a C-level __new__: defaultdict(...)'"
 COUNTER = "Unsupported 'class with a C-level __new__: Counter(...)'"
 
+def tuple_grown_from_empty(x):
+    """Regression (diffusers' down blocks): ``() + (t,)`` was a false TypeError that ran
+    the frame in Python; the empty tuple is a constant, the other operand a tuple tracker."""
+    out = ()
+    for i in range(3):
+        out = out + (x * i,)
+    out += ()
+    return out, () + (x,), (1, 2) + (3,) + (), [] + [x]
+
+
 CASES = [
+    Case(tuple_grown_from_empty, [(X,)]),
     Case(set_literal_add_discard, [(X,)]),
     Case(set_constructors, [(X,)]),
     Case(set_remove_missing_caught, [(X,)]),

@@ -80,6 +80,8 @@ def binary_op(tx, op: Callable, left: VariableTracker, right: VariableTracker) -
 
 def _container_op(tx, op, left, right) -> VariableTracker:
     base_op = _INPLACE_TO_PLAIN.get(op, op)
+    if isinstance(left, BaseSequenceVariable) or isinstance(right, BaseSequenceVariable):
+        left, right = _as_sequence(left), _as_sequence(right)  # ``() + (x,)``
     names = _DUNDERS.get(base_op)
     if names is not None and op not in (operator.eq, operator.ne):
         # a dict subclass's own operators, written in Python (``Counter.__add__``...)
