@@ -96,6 +96,8 @@ class OutputGraph:
         self.leaf_modules: list[tuple[torch.nn.Module, Source | None]] = []
         self._fake_modules: dict[int, torch.nn.Module] = {}
         self.prologue = Prologue()
+        #: tensors used as dict or set keys (by id) -> the tracker each was read as
+        self.key_trackers: dict[int, VariableTracker] = {}
 
     def __repr__(self) -> str:
         return (f"OutputGraph({len(self.graph_args)} inputs, "

@@ -46,7 +46,7 @@ from .objects import ClassVariable, SuperVariable, UserObjectVariable, new_objec
 from .operators import binary_op, contains, unary_op
 from .random_values import PrologueValueVariable, derived_value
 from .sequences import BaseSequenceVariable, DequeVariable, ListVariable, SliceVariable, TupleVariable
-from .sets import SetVariable, other_keys
+from .sets import SetVariable, other_operand
 
 _HANDLERS: dict[Any, Callable] = {}
 #: the in-place operator functions (``operator.iadd``...): a mutation of a list or set
@@ -334,8 +334,14 @@ def _set(tx, args, kwargs):
 
 
 def _make_set(tx, args, frozen: bool):
-    keys = other_keys(tx, args[0]) if args else set()
-    return SetVariable(keys, frozen=frozen)
+    """``set(it)``/``frozenset(it)`` made as eager makes it, so that its order is eager's
+    even when hashes collide: a set argument is copied (its table as it is), any other
+    iterable's keys are added in order, duplicates included."""
+    if not args:
+        return SetVariable((), frozen=frozen)
+    if isinstance(args[0], SetVariable):
+        return args[0].apply(tx, "copy", [], frozen=frozen)
+    return SetVariable(other_operand(tx, args[0]), frozen=frozen)
 
 
 _HANDLERS[frozenset] = lambda tx, args, kwargs: None if kwargs or len(args) > 1 else _make_set(tx, args, True)

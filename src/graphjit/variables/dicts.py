@@ -21,6 +21,8 @@ import collections
 import types
 from typing import Any
 
+import torch
+
 from ..exc import ObservedException, observed, unsupported
 from ..guards.guard import GuardKind
 from ..polyfills import builtins as poly
@@ -43,6 +45,18 @@ MISSING: Any = type("Missing", (), {"__repr__": lambda self: "<missing>"})()
 DELETED: Any = type("Deleted", (), {"__repr__": lambda self: "<deleted>"})()
 
 
+def key_var(tx, key: Any) -> VariableTracker:
+    """The tracker of a key: a tensor key is the tracker it was read as (so that ``is``
+    holds), anything else a constant."""
+    if isinstance(key, torch.Tensor):
+        known = tx.output.key_trackers.get(id(key))
+        if known is None:
+            raise unsupported("tensor key of a pre-existing dict", f"<{type(key).__name__}>",
+                              "A tensor key that the trace did not read cannot be used as a value.")
+        return known
+    return VariableTracker.build(tx, key)
+
+
 def key_of(var: VariableTracker, tx=None) -> Any:
     """The Python key a tracker stands for, as a dict would hash it.  A tensor hashes by
     identity: one read from outside the graph (an optimizer's parameter keying its
@@ -58,6 +72,7 @@ def key_of(var: VariableTracker, tx=None) -> Any:
                               "A tensor the graph computes has no identity at trace time; only "
                               "tensors read from outside the graph key dicts and sets in traced code.")
         tx.output.add_guard(var.source, GuardKind.ID_MATCH, real)
+        tx.output.key_trackers[id(real)] = var
         return real
     try:
         key = var.as_python_constant()
@@ -163,7 +178,7 @@ class DictVariable(VariableTracker):
         return rebuild_dict(self.user_cls, items, factory)
 
     def unpack(self, tx) -> list[VariableTracker]:
-        return [VariableTracker.build(tx, k) for k in self.realize_items(tx)]
+        return [key_var(tx, k) for k in self.realize_items(tx)]
 
     def truthiness(self, tx) -> bool:
         return bool(self.realize_items(tx))
@@ -317,7 +332,7 @@ class DictVariable(VariableTracker):
         from_end = True if last is None else bool(last.as_python_constant())
         key, value = next(reversed(items.items())) if from_end else next(iter(items.items()))
         self.delitem_key(tx, key)
-        return TupleVariable([VariableTracker.build(tx, key), value])
+        return TupleVariable([key_var(tx, key), value])
 
     def _setdefault(self, tx, key, default=None):
         k = key_of(key, tx)
@@ -493,10 +508,10 @@ class DictViewVariable(VariableTracker):
     def unpack(self, tx) -> list[VariableTracker]:
         items = self.dict_var.realize_items(tx)
         if self.kind == "keys":
-            return [VariableTracker.build(tx, k) for k in items]
+            return [key_var(tx, k) for k in items]
         if self.kind == "values":
             return list(items.values())
-        return [TupleVariable([VariableTracker.build(tx, k), v]) for k, v in items.items()]
+        return [TupleVariable([key_var(tx, k), v]) for k, v in items.items()]
 
     def truthiness(self, tx) -> bool:
         return bool(self.dict_var.realize_items(tx))

@@ -350,6 +350,9 @@ class ConstantResultFunctionVariable(ValueCallableVariable):
     def _repr_body(self) -> str:
         return _qualname(self.value)
 
+    def identity(self):
+        return self.value
+
     def call_function(self, tx, args, kwargs) -> VariableTracker:
         if not all(a.is_python_constant() for a in [*args, *kwargs.values()]):
             raise unsupported("assume_constant_result function with non-constant arguments",

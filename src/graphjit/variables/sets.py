@@ -20,7 +20,7 @@ from .base import (
     register_builder,
 )
 from .constant import ConstantVariable, is_constant_value
-from .dicts import DictViewVariable, key_of
+from .dicts import DictViewVariable, key_of, key_var
 
 
 class SetVariable(VariableTracker):
@@ -59,7 +59,7 @@ class SetVariable(VariableTracker):
         return ("recipe", tuple(self.recipe))
 
     def unpack(self, tx) -> list[VariableTracker]:
-        return [VariableTracker.build(tx, k) for k in self.keys]
+        return [key_var(tx, k) for k in self.keys]
 
     def truthiness(self, tx) -> bool:
         return bool(self.keys)
@@ -104,8 +104,9 @@ class SetVariable(VariableTracker):
             if not self.keys:
                 raise observed(KeyError, "pop from an empty set")
             key = next(iter(self.keys))
-            self.call_method(tx, "discard", [ConstantVariable(key)], {})
-            return VariableTracker.build(tx, key)
+            var = key_var(tx, key)
+            self.call_method(tx, "discard", [var], {})
+            return var
         if name == "__contains__" and len(args) == 1:
             return ConstantVariable(key_of(args[0], tx) in self.keys)
         if name == "__len__":
@@ -118,11 +119,16 @@ class SetVariable(VariableTracker):
             return self.apply(tx, name, args)
         raise unsupported("unsupported set method", f"set.{name}")
 
-    def apply(self, tx, name: str, args: list) -> VariableTracker:
+    def apply(self, tx, name: str, args: list, frozen: bool | None = None) -> VariableTracker:
         """A set method that returns a new value (``union``, ``__or__``, ``copy``...), run
-        on the keys as eager runs it."""
+        on the keys as eager runs it.  ``frozen`` with ``copy``: ``set(s)`` or
+        ``frozenset(s)`` (the table copied as it is, like ``s.copy()``)."""
         operands = [other_operand(tx, a) for a in args]
-        result = call_python(f"set.{name}", getattr(self.keys, name), *operands)
+        if frozen is not None:
+            name = "__frozen_copy__" if frozen else "__set_copy__"
+            result = _COPIES[name](self.keys)
+        else:
+            result = call_python(f"set.{name}", getattr(self.keys, name), *operands)
         if isinstance(result, (set, frozenset)):
             base = self.snapshot() if self.source is None else ("const", type(self.keys)(self.keys))
             recipe = [("call", name, base, tuple(recipe_arg(tx, a) for a in args))]
@@ -168,7 +174,8 @@ def replay_set(recipe):
         s = (frozenset if frozen else set)(items)
     else:
         _, name, base, args = steps[0]
-        s = getattr(replay_set(base), name)(*(replay_set(a) for a in args))
+        base = replay_set(base)
+        s = _COPIES[name](base) if name in _COPIES else getattr(base, name)(*(replay_set(a) for a in args))
     for op, arg in steps[1:]:
         if op == "clear":
             s.clear()
@@ -178,6 +185,9 @@ def replay_set(recipe):
 
 
 replay_set.__module__ = "graphjit_runtime"
+
+#: ``set(s)`` and ``frozenset(s)`` of a set, as recipe steps
+_COPIES = {"__set_copy__": set, "__frozen_copy__": frozenset}
 
 _INPLACE_METHODS = frozenset({"update", "intersection_update", "difference_update",
                               "symmetric_difference_update"})

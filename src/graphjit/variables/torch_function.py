@@ -81,6 +81,9 @@ class TorchFunctionVariable(VariableTracker):
     def as_python_constant(self):
         return self.fn
 
+    def identity(self):
+        return self.fn
+
     def call_function(self, tx, args, kwargs) -> VariableTracker:
         fn = unwrap_torch(self.fn)
         if fn in _compiling_flags():
