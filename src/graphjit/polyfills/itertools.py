@@ -204,6 +204,29 @@ def _cycle(it):
             yield element
 
 
+@substitute_for(_itertools.tee)
+def tee(iterable, n=2):
+    if not isinstance(n, int):
+        raise TypeError(f"'{type(n).__name__}' object cannot be interpreted as an integer")
+    if n < 0:
+        raise ValueError("n must be >= 0")
+    iterator = iter(iterable)
+    link = [None, None]  # [value, next link]: the values one copy has read, shared
+    return tuple(_tee(iterator, link) for _ in range(n))
+
+
+def _tee(iterator, link):
+    while True:
+        if link[1] is None:
+            try:
+                link[0] = next(iterator)
+            except StopIteration:
+                return
+            link[1] = [None, None]
+        value, link = link
+        yield value
+
+
 @substitute_for(_itertools.zip_longest)
 def zip_longest(*iterables, fillvalue=None):
     return _zip_longest([iter(it) for it in iterables], fillvalue)

@@ -16,6 +16,7 @@ import copy
 import functools
 import itertools
 import operator
+import sys
 import types
 from typing import Any, Callable
 
@@ -198,6 +199,23 @@ def _delattr(tx, args, kwargs):
     obj, name = args
     obj.del_attr(tx, _const(name, "attribute name"))
     return ConstantVariable(None)
+
+
+@register(sys.exc_info, pure=False)
+def _exc_info(tx, args, kwargs):
+    """``sys.exc_info()``: the exception handled by the innermost frame handling one
+    (callers included, as CPython's thread state), ``(None, None, None)`` when none is.
+    A handled exception's traceback is not modelled: that call is a graph break."""
+    if args or kwargs:
+        return None
+    frame = tx
+    while frame is not None:
+        info = getattr(frame, "exc_info", None)
+        if info is not None and not (info.is_python_constant() and info.as_python_constant() is None):
+            raise unsupported("sys.exc_info() while an exception is handled", repr(info),
+                              "The traceback of a traced exception is not modelled.")
+        frame = frame.parent
+    return ConstantVariable((None, None, None))
 
 
 @register(vars, pure=False)

@@ -17,7 +17,7 @@ from ..exc import observed, unsupported
 from ..guards.guard import GuardKind
 from ..sources import AttrSource, ConstSource, GetItemSource
 from .base import AttributeMutationNew, ValueMutationNew, VariableTracker, call_python, register_builder
-from .dicts import items_of
+from .dicts import DictVariable, items_of
 from .sequences import TupleVariable
 
 
@@ -422,11 +422,12 @@ class PartialVariable(VariableTracker):
             return self.func
         if name == "args":
             return TupleVariable(self.args)
-        if name == "keywords" and self.keywords_var is not None:
+        if name == "keywords":
+            if self.keywords_var is None:  # a new partial's: a dict of its own, from now on
+                self.keywords_var = DictVariable(dict(self.keywords))
             return self.keywords_var
-        # a new partial's ``keywords`` would be a dict of its own, mutable: not modelled
         raise unsupported("partial attribute", f"partial.{name}",
-                          "Only a partial's func, args and existing keywords are read while tracing.")
+                          "Only a partial's func, args and keywords are read while tracing.")
 
     def reconstruct(self, cg) -> None:
         if self.source is not None:
@@ -437,9 +438,10 @@ class PartialVariable(VariableTracker):
         cg.reconstruct(self.func)
         for arg in self.args:
             cg.reconstruct(arg)
-        for value in self.keywords.values():
+        keywords = self.keywords if self.keywords_var is None else self.keywords_var.realize_items(None)
+        for value in keywords.values():
             cg.reconstruct(value)
-        cg.call(1 + len(self.args) + len(self.keywords), tuple(self.keywords))
+        cg.call(1 + len(self.args) + len(keywords), tuple(keywords))
 
 
 @register_builder(functools.partial, exact=True)
