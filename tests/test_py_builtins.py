@@ -705,8 +705,7 @@ _OBJ = Obj(scale=2, inner=Obj(w=Y, name="inner"))
 CASES = [
     # functools
     Case(partial_positional_keyword, [(X, Y)]),
-    _xfail(Case(partial_keywords_attr, [(X, Y)]),
-           "Unsupported 'partial attribute: partial.keywords' under fullgraph"),
+    Case(partial_keywords_attr, [(X, Y)]),
     Case(partial_nested, [(X, Y)]),
     Case(partial_escapes, [(X,)]),
     Case(partial_of_torch_fn, [(X, Y)]),
@@ -744,8 +743,7 @@ CASES = [
     Case(it_take_drop_while, [(X,)]),
     Case(it_compress, [(X, Y, Z)]),
     Case(it_pairwise, [(X, Y, Z)]),
-    _xfail(Case(it_tee, [(X,)]),
-           "Unsupported 'unsupported callable: call to tee' under fullgraph"),
+    Case(it_tee, [(X,)]),
     # math
     Case(math_basic, [(X,)]),
     Case(math_sums, [(X,)]),

@@ -974,9 +974,7 @@ CASES = [
     Case(nullcontext_value, [(X,)]),
     Case(suppress_matching, [(X,)]),
     Case(suppress_not_matching, [(X,)]),
-    _xfail(Case(exit_stack_enter_context, [(X, _log())]),
-           "ExitStack.__exit__ (calls sys.exc_info): Unsupported 'unsupported callable: call "
-           "to exc_info'"),
+    Case(exit_stack_enter_context, [(X, _log())]),
     _xfail(Case(exit_stack_callback_on_error, [(X, _log())]),
            "ExitStack.callback: Unsupported 'attribute write: "
            "NestedUserFunctionVariable(_exit_wrapper).__wrapped__ = ...'"),
