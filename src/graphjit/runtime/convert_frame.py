@@ -39,6 +39,7 @@ from ..guards.codegen import GuardFunction, build_guard_function
 from ..guards.guard import GuardKind, snapshot_global_state
 from ..sources import AttrSource, module_attr_source
 from ..variables.constant import is_constant_value
+from ..variables.nn_module import forward_reads
 from ..tracer.translator import InstructionTranslator, Speculation
 from . import stats
 from .mode_state import preserved_modes
@@ -248,8 +249,10 @@ def add_leaf_module_guards(output: OutputGraph, tensors: bool) -> None:
     for module, source in output.leaf_modules:
         if source is None:
             continue
+        read = forward_reads(type(module))  # settings its forward never reads cannot matter
         for name, value in module.__dict__.items():
-            if not name.startswith("_") and name != "training" and is_constant_value(value):
+            if not name.startswith("_") and name != "training" and is_constant_value(value) \
+                    and (read is None or name in read):
                 output.add_guard(AttrSource(source, name), GuardKind.CONSTANT_MATCH, value)
         if not tensors:
             continue

@@ -21,7 +21,9 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
+import types
 
 import torch
 from torch.nn.modules import module as _module_globals
@@ -62,6 +64,36 @@ TRAINING_INDEPENDENT = frozenset({
 def is_leaf_module(module: torch.nn.Module) -> bool:
     """A ``torch.nn`` module with no children (Linear, Dropout, BatchNorm...)."""
     return type(module).__module__.startswith("torch.nn.") and not module._modules
+
+
+@functools.lru_cache(maxsize=None)
+def forward_reads(cls: type) -> frozenset[str] | None:
+    """The attribute names a ``torch.nn`` leaf's ``forward`` (and the methods of its class
+    that it calls, transitively) can read: the names in their code.  A setting outside this
+    set (``Linear.in_features``) cannot change what the call computes.  ``None`` when that
+    is not known (no Python ``forward``, or a ``getattr`` by name)."""
+    names: set[str] = set()
+    todo = [getattr(cls, "forward", None)]
+    seen: set = set()
+    while todo:
+        fn = todo.pop()
+        code = getattr(fn, "__code__", None)
+        if code is None or code in seen:
+            if code is None:
+                return None
+            continue
+        seen.add(code)
+        stack = [code]
+        while stack:
+            c = stack.pop()
+            if {"getattr", "__getattr__", "__dict__", "vars"} & set(c.co_names):
+                return None
+            names.update(c.co_names)
+            stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+        todo.extend(getattr(cls, n) for n in names
+                    if isinstance(inspect.getattr_static(cls, n, None), types.FunctionType)
+                    and getattr(cls, n).__code__ not in seen)
+    return frozenset(names)
 
 
 def has_hooks(module: torch.nn.Module) -> bool:
@@ -329,7 +361,7 @@ def _build_module(tx, value, source):
     return NNModuleVariable(value, source=source)
 
 
-__all__ = ["NNModuleVariable", "is_leaf_module", "has_hooks", "MISSING"]
+__all__ = ["NNModuleVariable", "is_leaf_module", "has_hooks", "forward_reads", "MISSING"]
 
 
 _CONTAINERS = (torch.nn.ModuleList, torch.nn.Sequential, torch.nn.ModuleDict)

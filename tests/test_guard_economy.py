@@ -1,0 +1,72 @@
+"""Guards that a trace does not need are left out, and the ones it needs stay.
+
+A ``torch.nn`` leaf called as a graph node has its settings guarded by value (they decide
+what the fake run gave and what a compiling backend bakes in), but only the settings its
+``forward`` can read (``forward_reads``): ``Linear.in_features`` changes nothing a call
+computes, ``LayerNorm.eps`` does.  Each case changes the setting between calls and
+compares with eager, with the ``eager`` and ``aot_eager`` backends.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+import graphjit
+from _shared import seeded_randn
+from graphjit.backends.registry import lookup_backend
+from graphjit.testing import CompileCounter
+from graphjit.variables.nn_module import forward_reads
+
+_r = seeded_randn(9800)
+BACKENDS = ["eager", "aot_eager"]
+
+
+def _compiled(fn, backend):
+    graphjit.reset()
+    cnt = CompileCounter()
+    inner = lookup_backend(backend)
+
+    def counted(gm, example_inputs):
+        cnt(gm, example_inputs)
+        return inner(gm, example_inputs)
+
+    return graphjit.compile(fn, backend=counted), cnt
+
+
+def through(mod, x):
+    return mod(x) * 2
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("make, name, value, graphs", [
+    (lambda: nn.Linear(4, 4), "in_features", 99, 1),          # never read by forward
+    (lambda: nn.Embedding(10, 4), "num_embeddings", 3, 1),    # never read by forward
+    (lambda: nn.LayerNorm(4), "eps", 0.5, 2),
+    (lambda: nn.Embedding(10, 4), "max_norm", 0.1, 2),
+    (lambda: nn.LeakyReLU(0.01), "negative_slope", 0.5, 2),
+], ids=["linear_in_features", "embedding_num", "layernorm_eps", "embedding_max_norm",
+        "leaky_slope"])
+def test_leaf_setting_changed_between_calls(make, name, value, graphs, backend):
+    torch.manual_seed(0)
+    mod = make()
+    x = torch.randint(0, 10, (3,)) if isinstance(mod, nn.Embedding) else _r(3, 4)
+    compiled, cnt = _compiled(through, backend)
+    torch.testing.assert_close(compiled(mod, x), through(mod, x))
+    setattr(mod, name, value)
+    torch.testing.assert_close(compiled(mod, x), through(mod, x))
+    assert cnt.frame_count == graphs
+
+
+def test_forward_reads():
+    assert "in_features" not in forward_reads(nn.Linear)
+    assert {"eps", "normalized_shape"} <= forward_reads(nn.LayerNorm)
+    # Conv's forward calls _conv_forward, a method: its reads are included
+    assert {"stride", "padding", "dilation", "groups", "padding_mode"} <= forward_reads(nn.Conv2d)
+
+    class ByName(nn.Module):
+        def forward(self, x):
+            return x * getattr(self, "scale")
+
+    assert forward_reads(ByName) is None  # a read by name: every setting is guarded
