@@ -37,7 +37,7 @@ from ..graph.compile import (
 from ..graph.output_graph import OutputGraph
 from ..guards.codegen import GuardFunction, build_guard_function
 from ..guards.guard import GuardKind, snapshot_global_state
-from ..sources import AttrSource, module_attr_source
+from ..sources import AttrSource, ChainedSource, GetItemSource, ObjectKey, module_attr_source
 from ..variables.constant import is_constant_value
 from ..variables.nn_module import forward_reads
 from ..tracer.translator import InstructionTranslator, Speculation
@@ -300,9 +300,31 @@ def needed_guards(output: OutputGraph) -> list:
     # a TYPE_MATCH implied by a LENGTH_CHECK/DICT_KEYS of the same source and type
     implied = {(g.source, type(g.value)) for g in output.guards.values()
                if g.kind in (GuardKind.LENGTH_CHECK, GuardKind.DICT_KEYS)}
+    # ``key in d`` implied by a check that reads ``d[key]`` (a missing key raises there, and
+    # a guard that raises fails): a submodule's ``'fc' in m._modules`` by its identity check
+    items_read = {_item_key(s) for g in output.guards.values() for s in _chain(g.source)
+                  if isinstance(s, GetItemSource)}
     return [g for g in output.guards.values()
             if not (g.kind is GuardKind.TENSOR_MATCH and id(g.value) in passthrough)
-            and not (g.kind is GuardKind.TYPE_MATCH and (g.source, g.value) in implied)]
+            and not (g.kind is GuardKind.TYPE_MATCH and (g.source, g.value) in implied)
+            and not (g.kind is GuardKind.DICT_CONTAINS and g.value[1]
+                     and (g.source, _key_id(g.value[0])) in items_read)]
+
+
+def _chain(source):
+    """``source`` and the sources it is read from."""
+    while source is not None:
+        yield source
+        source = source.base if isinstance(source, ChainedSource) else None
+
+
+def _key_id(key) -> tuple:
+    return ("id", id(key)) if isinstance(key, torch.Tensor) else ("key", type(key), key)
+
+
+def _item_key(source: GetItemSource) -> tuple:
+    index = source.index.obj if isinstance(source.index, ObjectKey) else source.index
+    return source.base, _key_id(index)
 
 
 def relaxed_tensor_checks(output: OutputGraph, hooks: Hooks) -> dict[int, frozenset[str]]:
