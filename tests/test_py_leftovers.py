@@ -392,9 +392,7 @@ SETS = [
          xfail=_ID_MATCH.format("set member", "x")),
     case(tensor_dict_identity_keys, [(X, Y)], tc=(1, 0, True),
          xfail=_ID_MATCH.format("dict key", "x")),
-    case(tensor_in_list_identity_shortcut, [(X, Y)], tc=(1, 0, False),
-         xfail="Unsupported 'data-dependent branch: bool() of tensor eq' for `y in [x, y]` "
-               "(bool() of a 12-element tensor always raises RuntimeError)"),
+    case(tensor_in_list_identity_shortcut, [(X, Y)], tc=(1, 0, False)),
     case(small_int_set_order, XY, tc=(1, 0, False)),
     case(int_set_collision_order, XY, tc=(1, 0, False)),
     case(str_set_order, XY, tc=(1, 0, False)),
@@ -699,7 +697,53 @@ def dc_match_statement(x):
 
 
 _NOT_CONSTANT_KEY = "Unsupported 'dict key that is not a constant: UserObjectVariable({}, new)': {}"
+class _Plain:
+    def __init__(self, a):
+        self.a = a
+
+
+def match_statement_forms(x, p, d, seq):
+    """Every pattern kind: class patterns (positional through ``__match_args__``, keyword,
+    a guard), mappings with ``**rest``, sequences with a star, a builtin's self-match, a
+    class without ``__match_args__``, alternatives."""
+    out = []
+    match p:
+        case Pt(0, yy):
+            out.append(("origin-x", yy))
+        case Pt(x=xx, y=0):
+            out.append(("y0", xx))
+        case Pt(xx, yy) if xx > yy:
+            out.append(("gt", xx, yy))
+        case _:
+            out.append("other")
+    match d:
+        case {"lr": lr, **rest}:
+            out.append((lr, sorted(rest)))
+        case _:
+            out.append("no lr")
+    match seq:
+        case [a, b, *others]:
+            out.append((a, b, len(others)))
+        case [a]:
+            out.append(a)
+        case _:
+            out.append("not a sequence")
+    match len(out):
+        case int(n):
+            out.append(n)
+    match _Plain(5):
+        case _Plain(a=aa):
+            out.append(aa)
+    match "s":
+        case str() | bytes():
+            out.append("str")
+    return x * len(out), out
+
+
 DATACLASSES = [
+    case(match_statement_forms, [(X, Pt(0, 3), {"lr": 0.1, "wd": 2}, [1, 2, 3, 4]),
+                                 (X, Pt(5, 0), {"x": 1}, [7]), (X, Pt(5, 2), {}, "ab"),
+                                 (X, Pt(1, 2), {"lr": 1}, (1, 2))], 4, tc=(4, 0, True)),
     case(dc_repr_and_str, XY, 1, 3, tc=(0, 1, True)),
     case(dc_eq_and_default_factory, XY, tc=(1, 0, True)),
     case(dc_frozen_hash_as_key, XY, tc=(1, 0, True),
@@ -715,8 +759,7 @@ DATACLASSES = [
     case(dc_created_then_mutated_on_arg, [(X, Box())], tc=(1, 0, True)),
     case(dc_arg_mutated_and_replaced, [(X, Opt(0.25, extra={"n": 1}))], tc=(1, 0, True)),
     case(dc_slots, XY, tc=(1, 0, True)),
-    case(dc_match_statement, XY, tc=(1, 0, True),
-         xfail="Unsupported 'unsupported bytecode MATCH_CLASS: match statements'"),
+    case(dc_match_statement, XY, tc=(1, 0, True)),
 ]
 
 

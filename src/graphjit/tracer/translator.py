@@ -47,6 +47,7 @@ from ..variables.builtins import call_builtin
 from ..variables.cells import EMPTY
 from .handlers_control import ControlHandlers
 from .handlers_load_store import LoadStoreHandlers
+from .handlers_match import MatchHandlers
 from .handlers_ops import OpHandlers
 from .handlers_stack import StackHandlers
 
@@ -82,7 +83,7 @@ def decode_cached(code: types.CodeType) -> list[Instruction]:
     return insts
 
 
-class TranslatorBase(StackHandlers, LoadStoreHandlers, OpHandlers, ControlHandlers):
+class TranslatorBase(StackHandlers, LoadStoreHandlers, OpHandlers, ControlHandlers, MatchHandlers):
     """State and main loop shared by the root and inlining translators."""
 
     dispatch_table: dict[int, Any] = {}

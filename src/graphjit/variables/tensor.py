@@ -13,7 +13,7 @@ import operator
 import torch
 import torch.fx
 
-from ..exc import unsupported
+from ..exc import observed, unsupported
 from ..guards.guard import GuardKind
 from ..sources import AttrSource
 from .base import MethodVariable, VariableTracker, check_constant_args, register_builder
@@ -98,6 +98,10 @@ class TensorVariable(VariableTracker):
         return self.node
 
     def truthiness(self, tx) -> bool:
+        numel = self.example_value.numel()
+        if numel != 1:  # known from the (static) shape: eager raises whatever the values
+            raise observed(RuntimeError, "Boolean value of Tensor with more than one value is ambiguous"
+                           if numel else "Boolean value of Tensor with no values is ambiguous")
         raise unsupported(
             "data-dependent branch",
             f"bool() of tensor {self.node.name}",
