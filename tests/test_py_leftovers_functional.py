@@ -172,12 +172,13 @@ def is_on_functions(x):
     return f(x) * sum(flags), flags
 
 
-_ID_TENSOR = "Unsupported 'builtin on a tensor: id() with a tensor argument'"
 IDENTITY = [
-    case(id_seen_dedupe, [(X, Y)], tc=(2, 0, True), xfail=_ID_TENSOR),
+    # id() of an argument guards its identity: a fresh tensor each call recompiles, as in torch.compile
+    case(id_seen_dedupe, [(X, Y)], 2, tc=(2, 0, True)),
     case(id_alias_compare, [(X, Y)], tc=(0, 1, True),
-         xfail=_ID_TENSOR + " (3 graphs, 11 breaks: the ids are guarded as constants)"),
-    case(id_keyed_cache, [(X, Y)], tc=(2, 0, True), xfail=_ID_TENSOR),
+         xfail="Unsupported 'builtin on a tensor: id() with a tensor argument' for id(x.view(-1)), "
+               "a tensor the graph makes (it has no id until the graph runs)"),
+    case(id_keyed_cache, [(X, Y)], 2, tc=(2, 0, True)),
     case(is_on_tensors, [(X, Y)], tc=(1, 0, True)),
     case(is_inplace_returns_self, XY, tc=(1, 0, True)),
     case(is_on_aliased_args, [(X, X), (X, Y)], 2, tc=(2, 0, True)),
@@ -482,8 +483,42 @@ def gen_closure_list_mutated_after(x):
 
 _ESCAPES = ("Unsupported 'generator escapes the graph: generator _powers is returned, stored or "
             "live ... after it started' ({})")
-_CLOSE = "Unsupported 'generator attribute: generator.close'"
+def _two_in_try(x):
+    try:
+        yield x
+        yield x * 2
+    finally:
+        pass
+
+
+def _ignores_exit(x):
+    try:
+        yield x
+    except GeneratorExit:
+        yield x + 1
+
+
+def gen_close_forms(x):
+    """close() of a suspended generator (twice), of one that yields on GeneratorExit
+    (eager's RuntimeError, the generator stays suspended), of one never started."""
+    a = _two_in_try(x)
+    next(a)
+    a.close()
+    a.close()
+    b = _ignores_exit(x)
+    next(b)
+    try:
+        b.close()
+        r = "closed"
+    except RuntimeError as e:
+        r = str(e)
+    c = _two_in_try(x)
+    c.close()
+    return x + 1, r, next(a, "done"), next(c, "done"), next(b, "done")
+
+
 GENERATORS = [
+    case(gen_close_forms, XY, tc=(1, 0, False)),
     case(gen_started_twice_returned, XY, tc=(1, 0, False), xfail=_ESCAPES.format("returned")),
     case(gen_started_stored_on_arg, [(X, Box())], tc=(1, 0, True),
          xfail=_ESCAPES.format("stored on an argument")),
@@ -492,8 +527,8 @@ GENERATORS = [
     case(genexpr_started_returned, XY, 0, 1, tc=(0, 0, True)),
     case(gen_try_finally_escapes, [(X, [])], 0, 1, tc=(0, 0, True)),
     case(gen_try_finally_exhausted, XY, tc=(1, 0, True)),
-    case(gen_try_finally_closed, XY, tc=(1, 0, True), xfail=_CLOSE),
-    case(gen_close_sees_generator_exit, XY, tc=(1, 0, True), xfail=_CLOSE),
+    case(gen_try_finally_closed, XY, tc=(1, 0, True)),
+    case(gen_close_sees_generator_exit, XY, tc=(1, 0, True)),
     case(gen_send_running_mean, XY, tc=(1, 0, True)),
     case(gen_yield_from_send, XY, tc=(0, 0, True)),
     case(gen_send_tensor, [(X, Y)], tc=(1, 0, True)),

@@ -218,6 +218,21 @@ def _exc_info(tx, args, kwargs):
     return ConstantVariable((None, None, None))
 
 
+@register(id, pure=False)
+def _id(tx, args, kwargs):
+    """``id(obj)`` of an object that existed before the call (read through a source): its
+    id, with the object's identity guarded (another object recompiles).  An object made in
+    the trace has no id until it runs: a graph break."""
+    if len(args) != 1 or kwargs or args[0].source is None:
+        return None
+    var = args[0]
+    real = tx.output.real_tensor(var.node) if var.is_tensor() else var.identity()
+    if real is None or real is var:
+        return None
+    tx.output.add_guard(var.source, GuardKind.ID_MATCH, real)
+    return ConstantVariable(id(real))
+
+
 @register(vars, pure=False)
 def _vars(tx, args, kwargs):
     if len(args) == 1 and isinstance(args[0], InstanceAttrsMixin):

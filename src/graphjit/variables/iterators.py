@@ -14,7 +14,7 @@ import itertools
 
 import types
 
-from ..exc import observed, unsupported
+from ..exc import ObservedException, observed, unsupported
 from .base import MethodVariable, ValueMutationNew, VariableTracker
 from .constant import ConstantVariable
 from .dicts import DictVariable, DictViewVariable
@@ -132,10 +132,10 @@ class GeneratorVariable(IteratorVariable):
         return self.frame.return_value
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
-        if name in ("send", "__next__", "__iter__", "throw"):
+        if name in ("send", "__next__", "__iter__", "throw", "close"):
             return MethodVariable(self, name)
         raise unsupported("generator attribute", f"generator.{name}",
-                          "Only iteration and send() of generators are traced.")
+                          "Only iteration, send(), throw() and close() of generators are traced.")
 
     def call_method(self, tx, name: str, args: list, kwargs: dict) -> VariableTracker:
         if name == "__iter__" and not args:
@@ -145,12 +145,30 @@ class GeneratorVariable(IteratorVariable):
             if item is None:
                 raise stop_iteration(self.return_value)
             return item
+        if name == "close" and not args and not kwargs:
+            return self._close(tx)
         if name == "throw" and not kwargs and 1 <= len(args) <= 3:
             item = self.frame.throw_value(tx, _thrown(tx, args))
             if item is None:
                 raise stop_iteration(self.return_value)
             return item
         return super().call_method(tx, name, args, kwargs)
+
+    def _close(self, tx) -> VariableTracker:
+        """``generator.close()``: ``GeneratorExit`` raised at the paused ``yield`` (its
+        ``finally`` blocks run); the generator yielding again is eager's ``RuntimeError``."""
+        if not self.frame.started or self.frame.exhausted:
+            self.frame.exhausted = True
+            return ConstantVariable(None)
+        try:
+            item = self.frame.throw_value(tx, GeneratorExit())
+        except ObservedException as e:
+            if isinstance(e.exc, (GeneratorExit, StopIteration)):
+                return ConstantVariable(None)
+            raise
+        if item is not None:
+            raise observed(RuntimeError, "generator ignored GeneratorExit")
+        return ConstantVariable(None)
 
     def reconstruct(self, cg) -> None:
         """A generator not started yet is made again by calling its function with the same
