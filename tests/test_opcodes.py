@@ -538,6 +538,28 @@ class _Obj:
                                                          torch.as_tensor(other.value))
 
 
+def f_match_sequence(a, pair):
+    match pair:
+        case [x, y]:
+            return a + x * y
+    return a
+
+
+def f_match_mapping(a, key):
+    d = {key: a}
+    match d:
+        case {"k": v}:
+            return a + v
+    return a
+
+
+def f_match_class(a, n):
+    match n:
+        case int():
+            return a + n
+    return a
+
+
 LST3 = [_t(3, 4, seed=4), _t(3, 4, seed=5), _t(3, 4, seed=6)]
 
 #: opname -> (function, args); every handled opcode has an entry (checked below).
@@ -622,6 +644,11 @@ CASES: dict[str, tuple] = {
     "LOAD_ASSERTION_ERROR": (f_assert, (A, 3)),
     "PUSH_EXC_INFO": (f_try_except, (A,)),
     "CHECK_EXC_MATCH": (f_try_except, (A,)),
+    "MATCH_SEQUENCE": (f_match_sequence, (A, (A, B))),
+    "GET_LEN": (f_match_sequence, (A, (A, B))),
+    "MATCH_MAPPING": (f_match_mapping, (A, "k")),
+    "MATCH_KEYS": (f_match_mapping, (A, "k")),
+    "MATCH_CLASS": (f_match_class, (A, 3)),
     "POP_EXCEPT": (f_try_except, (A,)),
     "RERAISE": (f_reraise, (A,)),
     "WITH_EXCEPT_START": (f_with_exception, (A,)),
@@ -825,28 +852,6 @@ def u_class(a):
     return a * 2, C.__name__
 
 
-def u_match_sequence(a, pair):
-    match pair:
-        case [x, y]:
-            return a + x * y
-    return a
-
-
-def u_match_mapping(a, key):
-    d = {key: a}
-    match d:
-        case {"k": v}:
-            return a + v
-    return a
-
-
-def u_match_class(a, n):
-    match n:
-        case int():
-            return a + n
-    return a
-
-
 
 
 
@@ -860,11 +865,6 @@ def u_generator(a):
 #: Unsupported message must contain)
 UNSUPPORTED_CASES = {
     "LOAD_BUILD_CLASS": (u_class, (A,), "LOAD_BUILD_CLASS", ["class definitions"]),
-    "MATCH_SEQUENCE": (u_match_sequence, (A, (A, B)), "MATCH_SEQUENCE", ["match statements"]),
-    "GET_LEN": (u_match_sequence, (A, (A, B)), "MATCH_SEQUENCE", ["match statements"]),
-    "MATCH_MAPPING": (u_match_mapping, (A, "k"), "MATCH_MAPPING", ["match statements"]),
-    "MATCH_KEYS": (u_match_mapping, (A, "k"), "MATCH_MAPPING", ["match statements"]),
-    "MATCH_CLASS": (u_match_class, (A, 3), "MATCH_CLASS", ["match statements"]),
     "RETURN_GENERATOR": (u_generator, (A,), "RETURN_GENERATOR", ["generators"]),
     "YIELD_VALUE": (u_generator, (A,), "RETURN_GENERATOR", ["generators"]),
 }

@@ -3,8 +3,9 @@
 * ``Tensor.grad`` of a tensor from outside the graph is read through ``source.grad``: a
   graph input, or ``None``; guarded either way (a gradient that appears, disappears or is
   replaced between calls is followed).
-* Tensors key dicts by identity: a lookup of a parameter in a pre-existing dict (an
-  optimizer's ``state``) reads the real entry; the key's identity is guarded.
+* Tensors key dicts and sets by identity: a lookup of a parameter in a pre-existing dict
+  (an optimizer's ``state``) reads the real entry, the key's identity guarded; sets and
+  dicts the trace makes of the call's tensors are rebuilt with that call's tensors.
 * ``addcdiv_``/``addcmul_`` with a 0-d tensor ``value`` (a compiled optimizer's step size).
 * ``graphjit.compile(opt.step)`` for SGD (momentum), Adam and AdamW gives eager's
   parameters and state over several steps in one graph: the first step, which creates the
@@ -149,6 +150,29 @@ def test_tensor_key_inserted(backend):
     for _ in range(3):
         torch.testing.assert_close(compiled(state, p, x), missing_key(eager_state, p, x))
     assert list(state) == [p] and torch.equal(state[p], eager_state[p])
+
+
+def tensor_keyed_containers_escape(x, y):
+    seen = {x, y, x}
+    weights = {x: 1.0, y: 2.0}
+    weights[x] += 1
+    return x + y, seen, weights, frozenset([y]) | seen
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_tensor_keyed_containers_escape(backend):
+    """A set and a dict the trace makes with the call's tensors as keys are rebuilt with
+    *that call's* tensors (no identity guard: fresh tensors every call, one graph)."""
+    graphjit.reset()
+    cnt, be = _counted(backend)
+    compiled = graphjit.compile(tensor_keyed_containers_escape, backend=be, fullgraph=True)
+    for seed in range(3):
+        x, y = _r(2, seed=seed), _r(2, seed=10 + seed)
+        _, seen, weights, union = compiled(x, y)
+        assert len(seen) == 2 and any(t is x for t in seen) and any(t is y for t in seen)
+        assert list(weights) == [x, y] and [weights[x], weights[y]] == [2.0, 2.0]
+        assert len(union) == 2 and all(any(t is u for u in union) for t in (x, y))
+    assert cnt.frame_count == 1
 
 
 def key_of_computed_tensor(x):

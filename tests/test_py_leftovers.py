@@ -376,22 +376,17 @@ def set_of_shape_dims(x):
     return x * max(dims) + min(dims2), sorted(dims), sorted(dims2)
 
 
-_ID_MATCH = "ID_MATCH guard on a tensor used as a {} ({} is ___c0): recompiled per call (2 graphs)"
 SETS = [
     case(tensor_set_literal, [(X, Y)], tc=(1, 0, True),
          xfail="Unsupported 'tensor as a dict key: TensorVariable(add ...)' for (x + 0) in {x, y}"),
-    case(tensor_set_dedupe_params, [(X, W)], tc=(1, 0, True),
-         xfail=_ID_MATCH.format("set item", "w")),
+    case(tensor_set_dedupe_params, [(X, W)], tc=(1, 0, True)),
     case(tensor_set_from_list, [(X, Y)], tc=(1, 0, True),
          xfail="Unsupported 'tensor as a dict key' for set([x, y, ...]) and frozenset([x, y])"),
-    case(tensor_set_add_remove, [(X, Y)], tc=(1, 0, True),
-         xfail=_ID_MATCH.format("set member", "x")),
+    case(tensor_set_add_remove, [(X, Y)], tc=(1, 0, True)),
     case(tensor_set_algebra, [(X, Y)], tc=(0, 0, True),
          xfail="Unsupported 'tensor as a dict key: TensorVariable(mul ...)' for {x, y} | {x * 1}"),
-    case(tensor_set_comprehension, [(X, Y)], tc=(1, 0, True),
-         xfail=_ID_MATCH.format("set member", "x")),
-    case(tensor_dict_identity_keys, [(X, Y)], tc=(1, 0, True),
-         xfail=_ID_MATCH.format("dict key", "x")),
+    case(tensor_set_comprehension, [(X, Y)], tc=(1, 0, True)),
+    case(tensor_dict_identity_keys, [(X, Y)], tc=(1, 0, True)),
     case(tensor_in_list_identity_shortcut, [(X, Y)], tc=(1, 0, False)),
     case(small_int_set_order, XY, tc=(1, 0, False)),
     case(int_set_collision_order, XY, tc=(1, 0, False)),

@@ -16,6 +16,8 @@ from __future__ import annotations
 import types
 from typing import Any
 
+import torch
+
 from ..bytecode.instruction import Instruction, create_call, create_instruction
 from ..exc import unsupported
 from ..variables import (
@@ -43,6 +45,8 @@ class PyCodegen:
         self._pending: list = []  # allocated new objects/cells still to fill
         self._building: set[int] = set()
         self._tmp = 0
+        #: id(tensor) -> the tracker of a tensor used as a dict or set key (emit_key)
+        self.key_trackers: dict = {}
 
     def __repr__(self) -> str:
         return f"PyCodegen({self.code.co_name}, {len(self.instructions)} instructions)"
@@ -174,6 +178,15 @@ class PyCodegen:
     # -- emitters -------------------------------------------------------------------------
     def load_const(self, value: Any) -> None:
         self.append(create_instruction("LOAD_CONST", argval=value))
+
+    def emit_key(self, key: Any) -> None:
+        """Push a dict or set key: a constant, or a tensor key as the tracker it was read
+        as (its identity is the call's, not the trace's)."""
+        var = self.key_trackers.get(id(key)) if isinstance(key, torch.Tensor) else None
+        if var is not None:
+            self.reconstruct(var)
+        else:
+            self.load_const(key)
 
     def push_null(self) -> None:
         self.append(create_instruction("PUSH_NULL"))

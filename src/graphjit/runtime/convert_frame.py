@@ -178,6 +178,7 @@ def build_entry(fn, tx: InstructionTranslator, output: OutputGraph, global_state
         output.graph.create_node("call_function", torch._C._set_grad_enabled, (initial_grad,))
     cg = PyCodegen(code)
     cg.cells = tx.cells
+    cg.key_trackers = output.key_trackers
     cg.extend(prefix_instructions(tx.instructions))
     cg.positions = _first_positions(tx.instructions)
     output.prologue.codegen(cg)  # values drawn from random, in program order

@@ -64,9 +64,7 @@ UNSUPPORTED_OPCODES: dict[str, str] = {
     "PRINT_EXPR": "interactive mode", "LOAD_NAME": "module/class scope",
     "STORE_NAME": "module/class scope", "DELETE_NAME": "module/class scope",
     "CHECK_EG_MATCH": "exception groups", "PREP_RERAISE_STAR": "exception groups",
-    "MATCH_MAPPING": "match statements", "MATCH_SEQUENCE": "match statements",
-    "MATCH_KEYS": "match statements", "MATCH_CLASS": "match statements",
-    "GET_LEN": "match statements", "LOAD_CLASSDEREF": "class bodies",
+    "LOAD_CLASSDEREF": "class bodies",
 }
 
 MAX_STEPS = 200_000

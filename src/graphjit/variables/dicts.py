@@ -45,6 +45,13 @@ MISSING: Any = type("Missing", (), {"__repr__": lambda self: "<missing>"})()
 DELETED: Any = type("Deleted", (), {"__repr__": lambda self: "<deleted>"})()
 
 
+def guard_key(tx, key: Any) -> None:
+    """A tensor key of a pre-existing dict: the real key must be this very tensor."""
+    if isinstance(key, torch.Tensor):
+        var = tx.output.key_trackers[id(key)]
+        tx.output.add_guard(var.source, GuardKind.ID_MATCH, key)
+
+
 def key_var(tx, key: Any) -> VariableTracker:
     """The tracker of a key: a tensor key is the tracker it was read as (so that ``is``
     holds), anything else a constant."""
@@ -59,8 +66,11 @@ def key_var(tx, key: Any) -> VariableTracker:
 
 def key_of(var: VariableTracker, tx=None) -> Any:
     """The Python key a tracker stands for, as a dict would hash it.  A tensor hashes by
-    identity: one read from outside the graph (an optimizer's parameter keying its
-    ``state``) is its real tensor, guarded by identity (with ``tx``)."""
+    identity: one read from outside the graph is its real tensor (with ``tx``); its
+    identity is guarded only where it meets a dict that existed before the call (an
+    optimizer's ``state``: :func:`guard_key`), so a set or dict the trace makes of the
+    call's tensors serves every call (identities among them are the inputs' aliasing,
+    itself guarded)."""
     ptype = var.python_type() if not var.is_tensor() else None
     if ptype in (list, dict, set) or isinstance(var, (ListVariable, DictVariable)):
         name = ptype.__name__ if ptype else type(var).__name__
@@ -71,7 +81,6 @@ def key_of(var: VariableTracker, tx=None) -> Any:
             raise unsupported("tensor as a dict key", repr(var),
                               "A tensor the graph computes has no identity at trace time; only "
                               "tensors read from outside the graph key dicts and sets in traced code.")
-        tx.output.add_guard(var.source, GuardKind.ID_MATCH, real)
         tx.output.key_trackers[id(real)] = var
         return real
     try:
@@ -137,6 +146,8 @@ class DictVariable(VariableTracker):
     def lookup(self, tx, key: Any, guard_absent: bool = True) -> Any:
         """The value of ``key`` (a tracker) or MISSING; guards what the answer depends on
         (``guard_absent=False``: the caller guards a missing key some other way)."""
+        if self.is_existing:
+            guard_key(tx, key)
         if self._items is not None:
             return self._items.get(key, MISSING)
         pending = self._overlay.get(key, MISSING)
@@ -196,6 +207,7 @@ class DictVariable(VariableTracker):
     def setitem_key(self, tx, key: Any, value: VariableTracker) -> None:
         self._check_writable(tx)
         if self.is_existing:
+            guard_key(tx, key)
             self.written.add(key)
             tx.output.side_effects.dict_store(self, key, value)
             if self._items is None:
@@ -213,6 +225,7 @@ class DictVariable(VariableTracker):
             DictVariable.guard_contains(self, tx, key, True)
         self._check_writable(tx)
         if self.is_existing:
+            guard_key(tx, key)
             self.written.add(key)
             tx.output.side_effects.dict_delete(self, key)
             if self._items is None:
@@ -413,7 +426,7 @@ class DictVariable(VariableTracker):
             cg.push_null()
             cg.load_const(self.user_cls)
         for k, v in self._items.items():
-            cg.load_const(k)
+            cg.emit_key(k)
             cg.reconstruct(v)
         cg.build(dict, len(self._items))
         if self.user_cls is not dict:
@@ -432,7 +445,7 @@ class DictVariable(VariableTracker):
                     cg.load_const(None)
                 continue
             for k, v in part.items():
-                cg.load_const(k)
+                cg.emit_key(k)
                 cg.reconstruct(v)
             cg.build(dict, len(part))
         cg.call(4)

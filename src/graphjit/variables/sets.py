@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+
 from ..exc import observed, unsupported
 from ..guards.guard import GuardKind
 from .base import (
@@ -139,10 +141,15 @@ class SetVariable(VariableTracker):
         if self.source is not None:
             cg.extend(self.source.reconstruct())
             return
+        slots: list[torch.Tensor] = []
+        recipe = _with_slots(self.snapshot(), slots)
         cg.push_null()
         cg.load_const(replay_set)
-        cg.load_const(self.snapshot())
-        cg.call(1)
+        cg.load_const(recipe)
+        for tensor in slots:  # tensor keys: the call's tensors, not the trace's
+            cg.emit_key(tensor)
+        cg.build(tuple, len(slots))
+        cg.call(2)
 
 
 def recipe_arg(tx, var: VariableTracker) -> tuple:
@@ -160,12 +167,48 @@ def other_operand(tx, var: VariableTracker):
         return var.keys if var.source is None else type(var.keys)(var.keys)
     if var.is_python_constant() and isinstance(var.as_python_constant(), (set, frozenset)):
         return var.as_python_constant()
-    return tuple(key_of(item) for item in var.unpack(tx))
+    return tuple(key_of(item, tx) for item in var.unpack(tx))
 
 
-def replay_set(recipe):
+class _Slot:
+    """Stands in a recipe for the tensor ``replay_set`` gets as ``slots[index]``."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+
+    def __repr__(self) -> str:
+        return f"<slot {self.index}>"
+
+
+def _with_slots(obj, slots: list):
+    """``obj`` (a recipe) with each tensor replaced by a :class:`_Slot` (appended to
+    ``slots``)."""
+    if isinstance(obj, torch.Tensor):
+        for i, t in enumerate(slots):
+            if t is obj:
+                return _Slot(i)
+        slots.append(obj)
+        return _Slot(len(slots) - 1)
+    if type(obj) in (tuple, list, set, frozenset):
+        return type(obj)(_with_slots(o, slots) for o in obj)
+    return obj
+
+
+def _fill(obj, slots: tuple):
+    if isinstance(obj, _Slot):
+        return slots[obj.index]
+    if type(obj) in (tuple, list, set, frozenset):
+        return type(obj)(_fill(o, slots) for o in obj)
+    return obj
+
+
+def replay_set(recipe, slots: tuple = ()):
     """Make a set again from a :class:`SetVariable` recipe (the operations that made it);
-    ``("const", value)`` stands for a value itself."""
+    ``("const", value)`` stands for a value itself, a ``_Slot`` for ``slots[i]``."""
+    if slots:
+        recipe = _fill(recipe, slots)
     if recipe[0] == "const":
         return recipe[1]
     steps = recipe[1]
@@ -204,7 +247,7 @@ def other_keys(tx, var: VariableTracker) -> set:
         return set(var.keys)
     if isinstance(var, DictViewVariable) and var.kind == "keys":
         return var.key_set(tx)
-    return {key_of(item) for item in var.unpack(tx)}
+    return {key_of(item, tx) for item in var.unpack(tx)}
 
 
 @register_builder(set, frozenset, exact=True)
