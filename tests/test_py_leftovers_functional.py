@@ -317,9 +317,7 @@ FUNCTOOLS = [
     case(reduce_with_tensor_initial, [(X, Y)], tc=(1, 0, True)),
     case(lru_cache_called_twice, XY, tc=(1, 0, True)),
     case(wraps_factory_decorated, [(X, Y)], tc=(1, 0, True)),
-    case(total_ordering_ops, XY, tc=(1, 0, True),
-         xfail="functools.total_ordering: Unsupported 'skipped standard-library function: call to "
-               "_le_from_lt'"),
+    case(total_ordering_ops, XY, tc=(1, 0, True)),
     case(cached_property_twice, XY, 1, 1, tc=(0, 0, True)),
 ]
 
