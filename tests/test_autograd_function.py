@@ -756,3 +756,76 @@ def test_side_by_side_with_torch_compile(capsys):
             print(f"{name:32} {g:3} {b:3}     {tg:3} {tb:3} {right}")
         print(f"total: graphjit {sum(r[1] for r in rows)} graphs, torch.compile {sum(r[3] for r in rows)}")
     assert not misses, f"graphjit's target worse than torch.compile on {misses}"
+
+
+# --------------------------------------------------------------------------------------
+# backward speculation: what backward reads is guarded, its side effects break
+# --------------------------------------------------------------------------------------
+
+GRAD_SCALE = 2.0
+BACKWARD_LOG: list = []
+
+
+class ScaledGrad(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 3
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * GRAD_SCALE
+
+
+class LoggingBackward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 3
+
+    @staticmethod
+    def backward(ctx, g):
+        BACKWARD_LOG.append(g.shape)
+        return g * 3
+
+
+def _grad_of(fn, compiled_fn, x):
+    x = x.detach().requires_grad_()
+    compiled_fn(x).backward()
+    return x.grad
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_backward_global_changed_between_calls(backend):
+    """A compiling backend traces backward when it compiles: the global it reads is
+    guarded (before, aot_eager kept the first value's gradients)."""
+    global GRAD_SCALE
+    graphjit.reset()
+
+    def f(x):
+        return ScaledGrad.apply(x).sum()
+
+    compiled = graphjit.compile(f, backend=backend)
+    x = _r(3)
+    try:
+        for scale in (2.0, 5.0, 5.0):
+            GRAD_SCALE = scale
+            assert_equal(_grad_of(f, compiled, x), torch.full((3,), scale))
+    finally:
+        GRAD_SCALE = 2.0
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_backward_side_effect_happens_every_backward(backend):
+    """A backward with a Python side effect makes the call a graph break: it runs once per
+    backward pass, as in eager (a compiling backend would run it once, at compile time)."""
+    graphjit.reset()
+    BACKWARD_LOG.clear()
+
+    def f(x):
+        return (LoggingBackward.apply(x * 2) + 1).sum()
+
+    compiled = graphjit.compile(f, backend=backend)
+    for _ in range(3):
+        _grad_of(f, compiled, _r(3))
+    assert BACKWARD_LOG == [torch.Size([3])] * 3
+    assert any("backward with Python side effects" in str(r)
+               for r in graphjit.stats()["break_reasons"])

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from ..exc import unsupported
+from ..exc import Unsupported, unsupported
 from ..guards.guard import GlobalQuery, GuardKind
 from ..polyfills.autograd import FunctionCtx
 from ..trace_rules import is_compiling as _graphjit_is_compiling
@@ -19,6 +19,7 @@ from ..sources import FromNumpySource
 from .base import VariableTracker, call_python, register_builder_by_id
 from .constant import ConstantVariable
 from .grad_mode import GradModeVariable, InferenceModeVariable
+from .sequences import TupleVariable
 
 
 def _compiling_flags() -> set:
@@ -237,19 +238,46 @@ def _speculate_forward(tx, cls_var: VariableTracker, cls: type, args: list, kwar
     mark, steps = out.side_effects.mark(), len(out.prologue.steps)
     before = set(out.graph.nodes)
     forward = cls_var.var_getattr(tx, "forward")
+    needs = tuple(bool(a.is_tensor() and a.example_value.requires_grad) for a in args)
+    ctx = VariableTracker.build(tx, FunctionCtx).call_function(tx, [VariableTracker.build(tx, needs)], {})
     if cls.setup_context is torch.autograd.function._SingleLevelFunction.setup_context:
-        needs = tuple(bool(a.is_tensor() and a.example_value.requires_grad) for a in args)
-        ctx = VariableTracker.build(tx, FunctionCtx).call_function(tx, [VariableTracker.build(tx, needs)], {})
-        forward.call_function(tx, [ctx, *args], kwargs)
+        result = forward.call_function(tx, [ctx, *args], kwargs)
     else:  # the setup_context style: forward takes no ctx
-        forward.call_function(tx, args, kwargs)
+        result = forward.call_function(tx, args, kwargs)
+        cls_var.var_getattr(tx, "setup_context").call_function(
+            tx, [ctx, TupleVariable(list(args)), result], {})
     if out.side_effects.mark() != mark or len(out.prologue.steps) != steps:
         raise unsupported("autograd.Function forward with Python side effects", f"{cls.__qualname__}.apply",
                           "Its forward changes Python state (or draws from random); the call runs "
                           "in Python so that this happens once, as in eager.")
+    if any(needs):
+        _speculate_backward(tx, cls_var, cls, ctx, result)
     for node in reversed(list(out.graph.nodes)):  # the speculation's ops: the node runs forward
         if node not in before and node.op in ("call_function", "call_method", "call_module"):
             out.graph.erase_node(node)
+
+
+def _speculate_backward(tx, cls_var: VariableTracker, cls: type, ctx: VariableTracker,
+                        result: VariableTracker) -> None:
+    """Trace ``cls.backward`` on the forward's stand-in ``ctx`` and a gradient for each
+    tensor output: a compiling backend traces backward when it compiles, so what backward
+    reads must be guarded (a global it reads would be baked in), and Python side effects
+    there would happen at compile time only: they make the call a graph break."""
+    out = tx.output
+    mark, steps = out.side_effects.mark(), len(out.prologue.steps)
+    outputs = result.unpack(tx) if isinstance(result, TupleVariable) else [result]
+    grads = [out.call(tx, "call_function", torch.ones_like, [o], {}) if o.is_tensor() else ConstantVariable(None)
+             for o in outputs]
+    try:
+        cls_var.var_getattr(tx, "backward").call_function(tx, [ctx, *grads], {})
+    except Unsupported as e:
+        raise unsupported("autograd.Function backward that is not traceable", f"{cls.__qualname__}.backward: "
+                          f"{e.reason}", "Its backward is traced to guard what it reads (a compiling "
+                          "backend bakes it in); the call runs in Python.") from None
+    if out.side_effects.mark() != mark or len(out.prologue.steps) != steps:
+        raise unsupported("autograd.Function backward with Python side effects", f"{cls.__qualname__}.backward",
+                          "A compiling backend runs backward once, when it compiles; the call runs "
+                          "in Python so that it happens on every backward pass, as in eager.")
 
 
 _APPLY_WRAPPERS: "weakref.WeakKeyDictionary[type, Any]" = weakref.WeakKeyDictionary()
