@@ -70,3 +70,59 @@ def test_forward_reads():
             return x * getattr(self, "scale")
 
     assert forward_reads(ByName) is None  # a read by name: every setting is guarded
+
+
+# --------------------------------------------------------------------------------------
+# one call form per module call
+# --------------------------------------------------------------------------------------
+
+class Scaled(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x, scale=1.0, shift=None):
+        y = self.lin(x) * scale
+        return y if shift is None else y + shift
+
+
+def _forms(x):
+    return [((x,), {}), ((), {"x": x}), ((x, 1.0), {}), ((x,), {"scale": 1.0}),
+            ((x, 1.0, None), {}), ((), {"shift": None, "x": x})]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_call_forms_share_one_entry(backend):
+    """``m(x)``, ``m(x=x)``, ``m(x, 1.0)``... are one call of ``forward(self, x, scale=1.0,
+    shift=None)``: one graph (torch.compile: one), eager's results."""
+    mod, x = Scaled(), _r(2, 4)
+    compiled, cnt = _compiled(mod, backend)
+    for args, kwargs in _forms(x):
+        torch.testing.assert_close(compiled(*args, **kwargs), mod(*args, **kwargs))
+    torch.testing.assert_close(compiled(x, 2.0), mod(x, 2.0))
+    assert cnt.frame_count == 2  # scale=2.0 is another constant
+
+
+def test_call_forms_kept_where_they_are_observable():
+    """A forward pre-hook sees the call's own ``args`` and ``kwargs``; a bad call raises
+    eager's TypeError."""
+    mod, x = Scaled(), _r(2, 4)
+    seen = []
+    handle = mod.register_forward_pre_hook(lambda m, args, kwargs: seen.append((len(args), sorted(kwargs))),
+                                           with_kwargs=True)
+    compiled, _ = _compiled(mod, "eager")
+    for args, kwargs in _forms(x):
+        compiled(*args, **kwargs)
+    eager_seen = list(seen)
+    seen.clear()
+    for args, kwargs in _forms(x):
+        mod(*args, **kwargs)
+    assert seen == eager_seen == [(1, []), (0, ["x"]), (2, []), (1, ["scale"]), (3, []), (0, ["shift", "x"])]
+    handle.remove()
+    for bad in (((x,), {"x": x}), ((), {}), ((x,), {"nope": 1})):
+        with pytest.raises(TypeError) as want:
+            mod(*bad[0], **bad[1])
+        with pytest.raises(TypeError) as got:
+            compiled(*bad[0], **bad[1])
+        assert str(got.value) == str(want.value)

@@ -9,6 +9,7 @@ import torch
 
 from .backends.registry import list_backends, register_backend
 from .runtime import stats as _stats
+from .runtime.call_forms import canonical_call
 from .runtime.dispatch import CompiledFunction, ObjectCall, call_object, reset_all
 
 
@@ -63,7 +64,9 @@ class CompiledModule(torch.nn.Module):
         return inner + [a for a in super().__dir__() if a not in inner]
 
     def forward(self, *args, **kwargs):
-        return self.__dict__["_compiled_call"](self._modules["_orig_mod"], *args, **kwargs)
+        mod = self._modules["_orig_mod"]
+        args, kwargs = canonical_call(mod, args, kwargs)
+        return self.__dict__["_compiled_call"](mod, *args, **kwargs)
 
     def __call__(self, *args, **kwargs):
         # the wrapper's own Module.__call__ only matters for hooks registered on the
@@ -71,7 +74,9 @@ class CompiledModule(torch.nn.Module):
         if self._forward_hooks or self._forward_pre_hooks or self._backward_hooks or \
                 self._backward_pre_hooks:
             return super().__call__(*args, **kwargs)
-        return self.__dict__["_compiled_call"](self._modules["_orig_mod"], *args, **kwargs)
+        mod = self._modules["_orig_mod"]
+        args, kwargs = canonical_call(mod, args, kwargs)
+        return self.__dict__["_compiled_call"](mod, *args, **kwargs)
 
     def __getattr__(self, name: str):
         if name == "_orig_mod":

@@ -122,7 +122,10 @@ def convert_frame(fn: types.FunctionType, args: tuple, kwargs: dict, hooks: Hook
     :class:`RunEagerly` when the first graph break comes before anything to compile).
     ``closure_arg``: the entry serves every function of ``fn``'s code (its guard takes the
     closure as a ``___closure`` keyword argument)."""
-    f_locals = bind_frame_locals(fn, args, kwargs)
+    try:
+        f_locals = bind_frame_locals(fn, args, kwargs)
+    except TypeError:  # the arguments do not fit: the call raises Python's own TypeError
+        return EAGER_THIS_CALL
     if creates_optimizer_state(fn, f_locals):
         logs.emit("graph_breaks", f"{fn.__qualname__} runs in Python on this call: it creates the "
                                   "optimizer's state (the next call is traced)")
