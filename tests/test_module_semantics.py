@@ -609,9 +609,7 @@ CASES_CONTAINERS = [
                   name="module_dict_missing_key"),
     ModCase(DictViews, [(X,), (X2,)], backward=True),
     ModCase(ParamContainers, [(X,), (X2,)], backward=True),
-    xfail(ModCase(ParamListSlice, [(X,), (X2,)], backward=True),
-          "ParameterList[1:] builds a new ParameterList: Unsupported 'call to "
-          "TensorBase._make_subclass' (Parameter.__new__)"),
+    ModCase(ParamListSlice, [(X,), (X2,)], backward=True),
     ModCase(NestedContainers, [(X,), (X2,)], backward=True),
     ModCase(NestedIndexing, [(X,), (X2,)], backward=True),
 ]

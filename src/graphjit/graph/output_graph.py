@@ -247,7 +247,9 @@ class OutputGraph:
         node = self.graph.get_attr(name)
         fake = self.fake_mode.from_tensor(tensor, static_shapes=True)
         node.meta["example_value"] = fake
-        return TensorVariable(node, fake, source=source)
+        var = TensorVariable(node, fake, source=source)
+        var.class_type = type(tensor)  # a Parameter is one (isinstance(p, nn.Parameter))
+        return var
 
     # -- ops ------------------------------------------------------------------------------
     def call(self, tx, op: str, target: Any, args: list, kwargs: dict) -> VariableTracker:

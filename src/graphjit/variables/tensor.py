@@ -139,14 +139,28 @@ class TensorVariable(VariableTracker):
         if name == "grad":
             return self._grad(tx)
         if name == "grad_fn":
-            raise unsupported("autograd attribute", f"Tensor.{name}",
-                              "Reading autograd state is not traced yet.")
+            return self._grad_fn(tx)
         if callable(getattr(torch.Tensor, name, None)):
             return MethodVariable(self, name)
         raise unsupported("unsupported tensor attribute", f"Tensor.{name}")
 
     def has_attr(self, tx, name: str) -> bool:
         return hasattr(self.example_value, name)
+
+    def _grad_fn(self, tx) -> VariableTracker:
+        """``t.grad_fn`` when it is ``None``: a tensor that needs no gradient, or one from
+        outside the graph that is a leaf (guarded); an autograd node itself is not
+        modelled."""
+        real = tx.output.real_tensor(self.node)
+        if isinstance(real, torch.nn.Parameter):  # always a leaf
+            return ConstantVariable(None)
+        if real is not None and real.grad_fn is None and self.source is not None:
+            tx.output.add_guard(AttrSource(self.source, "grad_fn"), GuardKind.CONSTANT_MATCH, None)
+            return ConstantVariable(None)
+        if real is None and not self._example.requires_grad:
+            return ConstantVariable(None)
+        raise unsupported("autograd attribute", f"Tensor.grad_fn of {self.node.name}",
+                          "An autograd graph node is not modelled; the read runs in Python.")
 
     def _grad(self, tx) -> VariableTracker:
         """``t.grad`` of a tensor from outside the graph (a parameter, an optimizer's
