@@ -881,10 +881,8 @@ CASES_WRAPPER = [
     ModCase(Scaled, [(X,), Do(_load_ones, via_wrapper=True), (X,)],
             name="load_state_dict_on_compiled"),
     ModCase(Scaled, [(X,), Do(_load_ones), (X,)], name="load_state_dict_on_original"),
-    xfail(ModCase(Scaled, [Kw(X, shift=1.5), Kw(x=X2, shift=1.5), (X,)], graphs=2,
-                  name="called_with_kwargs"),
-          "x passed by keyword then positionally recompiles (the kwargs of call_object are "
-          "guarded, not forward's bound arguments): 3 graphs (torch.compile: 2)"),
+    ModCase(Scaled, [Kw(X, shift=1.5), Kw(x=X2, shift=1.5), (X,)], graphs=2,
+            name="called_with_kwargs"),
     ModCase(Scaled, [(X,), Do(lambda m: m.to(torch.float64), via_wrapper=True), (X.double(),)],
             graphs=2, name="to_float64_on_compiled"),
     ModCase(Scaled, [(X,), Do(lambda m: m.requires_grad_(False), via_wrapper=True), (X,)],

@@ -5,8 +5,8 @@ would otherwise guard the argument count and keyword names of each form).
 
 Only where that changes nothing the module can see: ``Module.__call__`` not overridden,
 no hooks (a pre-hook receives the call's ``args``), ``forward`` not patched on the
-instance, and a ``forward`` whose parameters are all positional-or-keyword (no ``*args``,
-``**kwargs`` or keyword-only ones).  Passing a default explicitly is what the callee
+instance, and a ``forward`` without ``*args`` or ``**kwargs`` (keyword-only parameters
+are passed by keyword, in signature order).  Passing a default explicitly is what the callee
 would have used anyway.  A plan per (class, argument count, keyword names) makes this a
 dictionary lookup and a tuple per call.
 """
@@ -38,20 +38,35 @@ def canonical_call(mod: torch.nn.Module, args: tuple, kwargs: dict) -> tuple[tup
         plan = plans[key] = _plan(cls, len(args), tuple(kwargs))
     if plan is None or "forward" in mod.__dict__ or has_hooks(mod):
         return args, kwargs
-    return tuple(args[v] if k == 0 else kwargs[v] if k == 1 else v for k, v in plan), {}
+    positional, keyword = plan
+    out = tuple(args[v] if k == 0 else kwargs[v] if k == 1 else v for k, v in positional)
+    if not keyword:
+        return out, {}
+    return out, {name: kwargs[name] if k == 1 else v for name, k, v in keyword}
 
 
 def _plan(cls: type, nargs: int, kwnames: tuple) -> tuple | None:
-    """For each parameter of ``cls.forward`` after ``self``: ``(0, i)`` the ``i``-th
-    positional argument, ``(1, name)`` a keyword argument, ``(2, value)`` its default;
-    ``None`` when this form is kept as it is (the call would not bind, or the signature
-    is not plain)."""
+    """``(positional, keyword)``: for each positional-or-keyword parameter of
+    ``cls.forward`` after ``self``, ``(0, i)`` the ``i``-th positional argument, ``(1,
+    name)`` a keyword argument, ``(2, value)`` its default; for each keyword-only one,
+    ``(name, 1, name)`` or ``(name, 2, default)``.  ``None`` when this form is kept as it
+    is (the call would not bind, or the signature has ``*args``/``**kwargs``)."""
     forward = cls.__dict__.get("forward") or getattr(cls, "forward", None)
     if cls.__call__ is not torch.nn.Module.__call__ or not inspect.isfunction(forward):
         return None
-    params = list(inspect.signature(forward).parameters.values())[1:]
-    if any(p.kind is not p.POSITIONAL_OR_KEYWORD for p in params) or nargs > len(params):
+    every = list(inspect.signature(forward).parameters.values())[1:]
+    params = [p for p in every if p.kind is p.POSITIONAL_OR_KEYWORD]
+    kwonly = [p for p in every if p.kind is p.KEYWORD_ONLY]
+    if len(params) + len(kwonly) != len(every) or nargs > len(params):
         return None
+    keyword: list[tuple[str, int, Any]] = []
+    for p in kwonly:
+        if p.name in kwnames:
+            keyword.append((p.name, 1, p.name))
+        elif p.default is not p.empty:
+            keyword.append((p.name, 2, p.default))
+        else:
+            return None  # missing: the call raises as it is
     plan: list[tuple[int, Any]] = []
     for i, p in enumerate(params):
         if i < nargs:
@@ -64,6 +79,6 @@ def _plan(cls: type, nargs: int, kwnames: tuple) -> tuple | None:
             plan.append((2, p.default))
         else:
             return None  # missing: the call raises as it is
-    if set(kwnames) - {p.name for p in params}:
+    if set(kwnames) - {p.name for p in every}:
         return None
-    return tuple(plan)
+    return tuple(plan), tuple(keyword)
