@@ -85,6 +85,25 @@ def test_grad_of_a_tensor_made_in_the_graph_is_none():
     compare_call(grad_of_new_leaf, compiled, (_r(3),))
 
 
+def detach_if_non_leaf(x):
+    if x.grad_fn is None:
+        return x * 2, "leaf"
+    return x.detach() * 3, "non-leaf"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_grad_fn_follows_the_world(backend):
+    """``x.grad_fn is None`` is guarded: a non-leaf input on a later call takes the other
+    branch (and a parameter's, always a leaf's, needs no guard)."""
+    graphjit.reset()
+    compiled = graphjit.compile(detach_if_non_leaf, backend=backend)
+    leaf = _r(3).requires_grad_()
+    for x in (leaf, leaf * 1, _r(3), leaf * 2):
+        got, want = compiled(x), detach_if_non_leaf(x)
+        torch.testing.assert_close(got[0], want[0])
+        assert got[1] == want[1]
+
+
 def grad_scaled_update(params, lr):
     for p in params:
         p.data.add_(p.grad, alpha=-lr)

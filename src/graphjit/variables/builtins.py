@@ -205,17 +205,27 @@ def _delattr(tx, args, kwargs):
 def _exc_info(tx, args, kwargs):
     """``sys.exc_info()``: the exception handled by the innermost frame handling one
     (callers included, as CPython's thread state), ``(None, None, None)`` when none is.
-    A handled exception's traceback is not modelled: that call is a graph break."""
+    A handled exception's traceback is not modelled (:class:`TracebackVariable`)."""
     if args or kwargs:
         return None
     frame = tx
     while frame is not None:
         info = getattr(frame, "exc_info", None)
+        if isinstance(info, ExceptionVariable):
+            return TupleVariable([VariableTracker.build(tx, type(info.exc)), info, TracebackVariable()])
         if info is not None and not (info.is_python_constant() and info.as_python_constant() is None):
-            raise unsupported("sys.exc_info() while an exception is handled", repr(info),
-                              "The traceback of a traced exception is not modelled.")
+            raise unsupported("sys.exc_info() while an exception is handled", repr(info))
         frame = frame.parent
     return ConstantVariable((None, None, None))
+
+
+class TracebackVariable(VariableTracker):
+    """The traceback ``sys.exc_info()`` returns for a traced exception: it is not
+    modelled, so any use of it (attributes, passing it on, returning it) is a graph break;
+    ``tb is None`` is ``False`` as in eager."""
+
+    def python_type(self) -> type:
+        return types.TracebackType
 
 
 @register(id, pure=False)
