@@ -195,18 +195,26 @@ def test_tensor_keyed_containers_escape(backend):
 
 
 def key_of_computed_tensor(x):
-    d = {x * 2: 1}
-    return x, len(d)
+    y = x * 2
+    d = {y: 1}
+    s = {y, x + 1}
+    return y, d, s, y in s, (x * 2) in d
 
 
-def test_tensor_made_in_the_graph_as_a_key_breaks():
-    """Its identity does not exist at trace time: a graph break (fullgraph names it)."""
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_tensor_made_in_the_graph_as_a_key(backend):
+    """A tensor the graph computes keys a dict or a set by its identity; where they
+    escape, the key is the very tensor the call returns."""
     graphjit.reset()
-    compiled = graphjit.compile(key_of_computed_tensor, backend="eager")
-    compare_call(key_of_computed_tensor, compiled, (_r(2),))
-    graphjit.reset()
-    with pytest.raises(graphjit.Unsupported, match="tensor as a dict key"):
-        graphjit.compile(key_of_computed_tensor, backend="eager", fullgraph=True)(_r(2))
+    cnt, be = _counted(backend)
+    compiled = graphjit.compile(key_of_computed_tensor, backend=be, fullgraph=True)
+    for seed in range(2):
+        x = _r(2, seed=seed)
+        y, d, s, y_in_s, fresh_in_d = compiled(x)
+        torch.testing.assert_close(y, x * 2)
+        assert list(d) == [y] and list(d)[0] is y and d[y] == 1
+        assert len(s) == 2 and any(t is y for t in s) and y_in_s and not fresh_in_d
+    assert cnt.frame_count == 1
 
 
 # --------------------------------------------------------------------------------------

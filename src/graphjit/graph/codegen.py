@@ -182,7 +182,7 @@ class PyCodegen:
     def emit_key(self, key: Any) -> None:
         """Push a dict or set key: a constant, or a tensor key as the tracker it was read
         as (its identity is the call's, not the trace's)."""
-        var = self.key_trackers.get(id(key)) if isinstance(key, torch.Tensor) else None
+        var = self.key_trackers.get(id(key))
         if var is not None:
             self.reconstruct(var)
         else:

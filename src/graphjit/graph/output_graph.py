@@ -98,6 +98,8 @@ class OutputGraph:
         self.prologue = Prologue()
         #: tensors used as dict or set keys (by id) -> the tracker each was read as
         self.key_trackers: dict[int, VariableTracker] = {}
+        #: fx node -> the key object of a tensor the graph computes (dicts.GraphTensorKey)
+        self.node_keys: dict = {}
 
     def __repr__(self) -> str:
         return (f"OutputGraph({len(self.graph_args)} inputs, "

@@ -201,12 +201,12 @@ def _store_dict(cg, e: Entry, target, value) -> None:
         return
     if value is DELETED:
         cg.load_fast(target)
-        cg.load_const(e.key)
+        cg.emit_key(e.key)
         cg.append(create_instruction("DELETE_SUBSCR"))
         return
     cg.load_fast(value)
     cg.load_fast(target)
-    cg.load_const(e.key)
+    cg.emit_key(e.key)
     cg.append(create_instruction("STORE_SUBSCR"))
 
 
@@ -215,7 +215,7 @@ def _call_store(cg, fn, target, key, value) -> None:
     cg.push_null()
     cg.load_const(fn)
     cg.load_fast(target)
-    cg.load_const(key)
+    cg.emit_key(key)
     if value is not DELETED:
         cg.load_fast(value)
     cg.call(2 if value is DELETED else 3)

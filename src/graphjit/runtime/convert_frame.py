@@ -160,6 +160,8 @@ def build_entry(fn, tx: InstructionTranslator, output: OutputGraph, global_state
     bp = tx.break_point
     values = [tx.return_value] if bp is None else break_values(tx, bp)
     values += output.side_effects.values()
+    # tensors the graph computes that key a set or dict: outputs, in case one escapes
+    values += [output.key_trackers[id(k)] for k in output.node_keys.values()]
     out_nodes = graph_outputs_for(values)
     has_graph = output.count_calls() > 0 or bool(out_nodes)
     if bp is None and not has_graph and not output.side_effects and not output.prologue:

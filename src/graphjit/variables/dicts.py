@@ -45,6 +45,20 @@ MISSING: Any = type("Missing", (), {"__repr__": lambda self: "<missing>"})()
 DELETED: Any = type("Deleted", (), {"__repr__": lambda self: "<deleted>"})()
 
 
+class GraphTensorKey:
+    """The key of a tensor the graph computes (it has no object at trace time): hashed by
+    identity like the tensor, one per graph node; never a key of a dict that existed
+    before the call; rebuilt as the graph's output where a container escapes."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"<tensor {self.name}>"
+
+
 def guard_key(tx, key: Any) -> None:
     """A tensor key of a pre-existing dict: the real key must be this very tensor."""
     if isinstance(key, torch.Tensor):
@@ -55,7 +69,7 @@ def guard_key(tx, key: Any) -> None:
 def key_var(tx, key: Any) -> VariableTracker:
     """The tracker of a key: a tensor key is the tracker it was read as (so that ``is``
     holds), anything else a constant."""
-    if isinstance(key, torch.Tensor):
+    if isinstance(key, (torch.Tensor, GraphTensorKey)):
         known = tx.output.key_trackers.get(id(key))
         if known is None:
             raise unsupported("tensor key of a pre-existing dict", f"<{type(key).__name__}>",
@@ -76,11 +90,13 @@ def key_of(var: VariableTracker, tx=None) -> Any:
         name = ptype.__name__ if ptype else type(var).__name__
         raise observed(TypeError, f"unhashable type: '{name}'")
     if var.is_tensor():
-        real = tx.output.real_tensor(var.node) if tx is not None and var.source is not None else None
-        if real is None:
-            raise unsupported("tensor as a dict key", repr(var),
-                              "A tensor the graph computes has no identity at trace time; only "
-                              "tensors read from outside the graph key dicts and sets in traced code.")
+        if tx is None:
+            raise unsupported("tensor as a dict key", repr(var))
+        real = tx.output.real_tensor(var.node) if var.source is not None else None
+        if real is None:  # made by the graph: it stands for itself (one key per node)
+            real = tx.output.node_keys.get(var.node)
+            if real is None:
+                real = tx.output.node_keys[var.node] = GraphTensorKey(var.node.name)
         tx.output.key_trackers[id(real)] = var
         return real
     try:

@@ -22,7 +22,7 @@ from .base import (
     register_builder,
 )
 from .constant import ConstantVariable, is_constant_value
-from .dicts import DictViewVariable, key_of, key_var
+from .dicts import DictViewVariable, GraphTensorKey, key_of, key_var
 
 
 class SetVariable(VariableTracker):
@@ -141,7 +141,7 @@ class SetVariable(VariableTracker):
         if self.source is not None:
             cg.extend(self.source.reconstruct())
             return
-        slots: list[torch.Tensor] = []
+        slots: list = []  # tensor keys (real tensors, or keys of the graph's tensors)
         recipe = _with_slots(self.snapshot(), slots)
         cg.push_null()
         cg.load_const(replay_set)
@@ -185,7 +185,7 @@ class _Slot:
 def _with_slots(obj, slots: list):
     """``obj`` (a recipe) with each tensor replaced by a :class:`_Slot` (appended to
     ``slots``)."""
-    if isinstance(obj, torch.Tensor):
+    if isinstance(obj, (torch.Tensor, GraphTensorKey)):
         for i, t in enumerate(slots):
             if t is obj:
                 return _Slot(i)
