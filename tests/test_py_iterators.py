@@ -624,8 +624,7 @@ def return_range_iterator(x):
 
 ESCAPING = [
     Case(return_generator, XY),
-    xfail(Case(return_partial_generator, XY),
-          "Unsupported: generator escapes the graph: generator _scaled is returned"),
+    Case(return_partial_generator, XY),
     Case(store_generator_on_arg, [(X, Box())]),
     Case(return_partial_list_iterator, [(X, Y)]),
     Case(return_enumerate_zip_map, XY),

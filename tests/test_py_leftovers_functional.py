@@ -479,8 +479,6 @@ def gen_closure_list_mutated_after(x):
     return first, list(g), items
 
 
-_ESCAPES = ("Unsupported 'generator escapes the graph: generator _powers is returned, stored or "
-            "live ... after it started' ({})")
 def _two_in_try(x):
     try:
         yield x
@@ -517,11 +515,9 @@ def gen_close_forms(x):
 
 GENERATORS = [
     case(gen_close_forms, XY, tc=(1, 0, False)),
-    case(gen_started_twice_returned, XY, tc=(1, 0, False), xfail=_ESCAPES.format("returned")),
-    case(gen_started_stored_on_arg, [(X, Box())], tc=(1, 0, True),
-         xfail=_ESCAPES.format("stored on an argument")),
-    case(gen_for_break_then_returned, XY, tc=(1, 0, False),
-         xfail=_ESCAPES.format("returned after a for loop broke out of it")),
+    case(gen_started_twice_returned, XY, tc=(1, 0, False)),
+    case(gen_started_stored_on_arg, [(X, Box())], tc=(1, 0, True)),
+    case(gen_for_break_then_returned, XY, tc=(1, 0, False)),
     case(genexpr_started_returned, XY, 0, 1, tc=(0, 0, True)),
     case(gen_try_finally_escapes, [(X, [])], 0, 1, tc=(0, 0, True)),
     case(gen_try_finally_exhausted, XY, tc=(1, 0, True)),

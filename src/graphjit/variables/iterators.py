@@ -110,6 +110,9 @@ class GeneratorVariable(IteratorVariable):
         #: set to the original callable when a polyfill made this generator (it stands
         #: for that callable's iterator, e.g. ``itertools.product``'s): not rebuilt
         self.escapes_as = None
+        #: how the trace advanced it (``None``: ``next``; else the constant sent), while
+        #: replaying that on a fresh generator rebuilds its state; ``None`` once not
+        self.advances: list | None = []
 
     def _repr_body(self) -> str:
         state = "exhausted" if self.frame.exhausted else "started" if self.frame.started else "not started"
@@ -121,10 +124,35 @@ class GeneratorVariable(IteratorVariable):
         return types.GeneratorType
 
     def children(self) -> list[VariableTracker]:
-        return [*self.args, *self.kwargs.values()] if not self.frame.started else []
+        replayable = not self.frame.started or self.advances is not None  # rebuilt from its arguments
+        return [*self.args, *self.kwargs.values()] if replayable else []
 
     def next_item(self, tx) -> VariableTracker | None:
-        return self.frame.next_value(tx)
+        return self._advance(tx, None)
+
+    def _advance(self, tx, sent: VariableTracker | None) -> VariableTracker | None:
+        """Run the frame to its next ``yield`` (``sent``: the value ``send`` delivers),
+        noting whether that step could be replayed on a fresh generator: only if it
+        changed nothing outside the generator (no side effect, no draw, no in-place or
+        random op) and what was sent is a constant."""
+        out = tx.output
+        mark, steps, nodes = out.side_effects.mark(), len(out.prologue.steps), len(out.graph.nodes)
+        value = None if sent is None else sent
+        if self.advances is not None and sent is not None and not sent.is_python_constant():
+            self.advances = None
+        try:
+            item = self.frame.next_value(tx, value)
+        except BaseException:
+            self.advances = None
+            raise
+        if self.advances is not None:
+            new_nodes = list(out.graph.nodes)[nodes:] if len(out.graph.nodes) > nodes else []
+            if out.side_effects.mark() != mark or len(out.prologue.steps) != steps or \
+                    any(not _replayable_node(n) for n in new_nodes):
+                self.advances = None
+            else:
+                self.advances.append(None if sent is None else sent.as_python_constant())
+        return item
 
     @property
     def return_value(self) -> VariableTracker:
@@ -141,13 +169,15 @@ class GeneratorVariable(IteratorVariable):
         if name == "__iter__" and not args:
             return self
         if name in ("send", "__next__") and not kwargs and len(args) == (name == "send"):
-            item = self.frame.next_value(tx, args[0] if args else None)
+            item = self._advance(tx, args[0] if args else None)
             if item is None:
                 raise stop_iteration(self.return_value)
             return item
         if name == "close" and not args and not kwargs:
+            self.advances = None
             return self._close(tx)
         if name == "throw" and not kwargs and 1 <= len(args) <= 3:
+            self.advances = None
             item = self.frame.throw_value(tx, _thrown(tx, args))
             if item is None:
                 raise stop_iteration(self.return_value)
@@ -178,18 +208,74 @@ class GeneratorVariable(IteratorVariable):
                               f"{getattr(self.escapes_as, '__qualname__', self.escapes_as)} iterator is "
                               "returned, stored or live across a graph break",
                               "It is traced as a Python generator, which is not its type.")
-        if self.frame.started or self.fn_var is None:
+        replay = self.frame.started
+        if self.fn_var is None or (replay and (self.advances is None or not self._args_replayable())):
             raise unsupported("generator escapes the graph", f"generator {self.name} is returned, "
                               "stored or live across a graph break after it started",
-                              "A generator started in compiled code is traced only while it is "
-                              "consumed there.")
+                              "A started generator is rebuilt by advancing a fresh one as the "
+                              "trace did, which needs steps that changed nothing outside it "
+                              "and arguments that are constants or tensors nothing mutated.")
         cg.push_null()
+        if replay:
+            cg.load_const(replay_generator)
         cg.reconstruct(self.fn_var)
         for a in self.args:
             cg.reconstruct(a)
         for v in self.kwargs.values():
             cg.reconstruct(v)
-        cg.call(len(self.args) + len(self.kwargs), tuple(self.kwargs))
+        if not replay:
+            cg.call(len(self.args) + len(self.kwargs), tuple(self.kwargs))
+            return
+        cg.build(tuple, len(self.args))
+        for k, v in self.kwargs.items():
+            cg.load_const(k)
+            cg.reconstruct(v)
+        cg.build(dict, len(self.kwargs))
+        cg.load_const(tuple(self.advances))
+        cg.call(4)
+
+    def _args_replayable(self) -> bool:
+        """The generator's arguments are read again when it is rebuilt, after the trace:
+        constants, or tensors that no op of the graph changed in place."""
+        for a in [*self.args, *self.kwargs.values()]:
+            if a.is_tensor():
+                if any(_mutates(n) and n.args and n.args[0] is a.node for n in a.node.users):
+                    return False
+            elif not a.is_python_constant():
+                return False
+        return True
+
+
+def replay_generator(fn, args: tuple, kwargs: dict, advances: tuple):
+    """A generator started in compiled code, rebuilt where it escapes: a fresh one
+    advanced as the trace advanced it (``None``: ``next``; else the value sent)."""
+    gen = fn(*args, **kwargs)
+    for sent in advances:
+        try:
+            next(gen) if sent is None else gen.send(sent)
+        except StopIteration:
+            break
+    return gen
+
+
+replay_generator.__module__ = "graphjit_runtime"
+
+_RANDOM_WORDS = ("rand", "dropout", "bernoulli", "normal", "multinomial", "uniform", "exponential",
+                 "poisson", "geometric", "cauchy", "log_normal")
+
+
+def _mutates(node) -> bool:
+    name = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
+    return (name.endswith("_") and not name.endswith("__")) or "out" in node.kwargs
+
+
+def _replayable_node(node) -> bool:
+    """Running this op again changes nothing and gives the same value: not in place, not
+    random, not a module call."""
+    if node.op == "call_module" or _mutates(node):
+        return False
+    name = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
+    return not any(w in name for w in _RANDOM_WORDS)
 
 
 def _thrown(tx, args: list) -> BaseException:
