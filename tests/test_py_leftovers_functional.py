@@ -567,3 +567,87 @@ def test_targets_against_torch_compile(capsys):
 @pytest.mark.parametrize("case", [p.values[0] for p in CASES], ids=lambda c: c.name)
 def test_recorded_torch_compile_counts(case):
     assert dynamo_counts(case) == TC[case.name]
+
+
+_GEN_LOG: list = []
+
+
+def _logging_gen(x):
+    _GEN_LOG.append("start")
+    yield x
+    _GEN_LOG.append("after first")
+    yield x * 2
+
+
+def _inplace_gen(x):
+    x.add_(1)
+    yield x
+    yield x
+
+
+def _random_gen(x):
+    yield torch.rand(3, 4) + x
+    yield x
+
+
+def _started(make):
+    def program(x):
+        g = make(x)
+        first = next(g)
+        return first, g
+    program.__name__ = f"started_{make.__name__}"
+    return program
+
+
+def _mutated_after(x):
+    g = _logging_gen(x)
+    first = next(g)
+    x.mul_(2)  # the generator's argument changes after it was made
+    return first, g
+
+
+@pytest.mark.parametrize("program", [_started(_logging_gen), _started(_inplace_gen),
+                                     _started(_random_gen), _mutated_after],
+                         ids=["side_effect", "in_place", "random", "argument_mutated"])
+def test_started_generator_that_cannot_be_replayed(program):
+    """A started generator whose steps changed something outside it (a log, its
+    argument in place, the RNG) or whose argument changed later is not rebuilt by
+    replaying: the compiled function breaks, and eager code continuing it sees eager's
+    values, log, argument and RNG state."""
+    outcomes = []
+    for fn in (program, graphjit.compile(program, backend="eager")):
+        _GEN_LOG.clear()
+        torch.manual_seed(0)
+        x = X.clone()
+        first, g = fn(x)
+        rest = list(g)
+        outcomes.append((first, rest, list(_GEN_LOG), x, torch.rand(1)))
+    assert_equal(outcomes[1], outcomes[0])
+    assert graphjit.stats()["graph_breaks"] >= 1
+
+
+def _running_total(x):
+    total = x * 0
+    while True:
+        got = yield total
+        total = total + (x if got is None else x * got)
+
+
+def sent_then_returned(x):
+    g = _running_total(x)
+    next(g)
+    a = g.send(3)
+    b = next(g)
+    return a + b, g
+
+
+def test_started_generator_rebuilt_after_sends():
+    """Replayed with the constants sent to it: eager code continuing the returned
+    generator (more sends) sees eager's running total; one graph."""
+    cnt = CompileCounter()
+    graphjit.reset()
+    compiled = graphjit.compile(sent_then_returned, backend=cnt, fullgraph=True)
+    for fn in (sent_then_returned, compiled):
+        out, g = fn(X)
+        assert_equal((out, g.send(2), next(g), type(g).__name__), (X * 7, X * 6, X * 7, "generator"))
+    assert cnt.frame_count == 1
