@@ -131,36 +131,39 @@ class PyCodegen:
     def populate_pending(self) -> None:
         """Fill every allocated new object: ``__dict__``, slot values, cell contents."""
         while self._pending:
-            var = self._pending.pop(0)
-            obj = self._temps[id(var)]
-            if isinstance(var, CellVariable):
-                contents = var.peek()
-                if contents is not None and contents is not EMPTY:
-                    value = self.to_temp(contents)
-                    self.load_fast(value)
-                    self.load_fast(obj)
-                    self.store_attr("cell_contents")
+            self._populate(self._pending.pop(0))
+
+    def _populate(self, var) -> None:
+        """Fill one allocated new object or cell."""
+        obj = self._temps[id(var)]
+        if isinstance(var, CellVariable):
+            contents = var.peek()
+            if contents is not None and contents is not EMPTY:
+                value = self.to_temp(contents)
+                self.load_fast(value)
+                self.load_fast(obj)
+                self.store_attr("cell_contents")
+            return
+        if var._dict is not None:
+            d = self.to_temp(var._dict)
+            self.push_null()
+            self.load_const(object.__setattr__)
+            self.load_fast(obj)
+            self.load_const("__dict__")
+            self.load_fast(d)
+            self.call(3)
+            self.append_pop_top()
+        for name, value in var.slot_values.items():
+            if value is DELETED:
                 continue
-            if var._dict is not None:
-                d = self.to_temp(var._dict)
-                self.push_null()
-                self.load_const(object.__setattr__)
-                self.load_fast(obj)
-                self.load_const("__dict__")
-                self.load_fast(d)
-                self.call(3)
-                self.append_pop_top()
-            for name, value in var.slot_values.items():
-                if value is DELETED:
-                    continue
-                v = self.to_temp(value)
-                self.push_null()
-                self.load_const(object.__setattr__)
-                self.load_fast(obj)
-                self.load_const(name)
-                self.load_fast(v)
-                self.call(3)
-                self.append_pop_top()
+            v = self.to_temp(value)
+            self.push_null()
+            self.load_const(object.__setattr__)
+            self.load_fast(obj)
+            self.load_const(name)
+            self.load_fast(v)
+            self.call(3)
+            self.append_pop_top()
 
     def set_temp(self, var, name: str) -> None:
         """From now on ``var``'s value is the local ``name``."""
@@ -183,10 +186,14 @@ class PyCodegen:
         """Push a dict or set key: a constant, or a tensor key as the tracker it was read
         as (its identity is the call's, not the trace's)."""
         var = self.key_trackers.get(id(key))
-        if var is not None:
-            self.reconstruct(var)
-        else:
+        if var is None:
             self.load_const(key)
+            return
+        name = self.to_temp(var)
+        if var in self._pending:  # a key is hashed where it is inserted: fill it first
+            self._pending.remove(var)
+            self._populate(var)
+        self.load_fast(name)
 
     def push_null(self) -> None:
         self.append(create_instruction("PUSH_NULL"))

@@ -335,6 +335,28 @@ def _callable(tx, args, kwargs):
 
 # -- containers -------------------------------------------------------------------------
 
+@register(hash)
+def _hash(tx, args, kwargs):
+    """``hash(obj)`` of a user object whose class defines ``__hash__`` in Python (a
+    dataclass's generated one): that method traced; ``__hash__ = None`` is eager's
+    TypeError."""
+    if len(args) != 1 or kwargs or not isinstance(args[0], UserObjectVariable):
+        return None
+    obj = args[0]
+    for klass in obj.python_type().__mro__:
+        if "__hash__" in klass.__dict__:
+            fn = klass.__dict__["__hash__"]
+            if fn is None:
+                raise observed(TypeError, f"unhashable type: '{obj.python_type().__name__}'")
+            if not isinstance(fn, types.FunctionType):
+                return None
+            result = obj.call_method(tx, "__hash__", [], {})
+            if not (result.is_python_constant() and isinstance(result.as_python_constant(), int)):
+                return None
+            return ConstantVariable(hash(result.as_python_constant()))  # as CPython truncates
+    return None
+
+
 @register(len)
 def _len(tx, args, kwargs):
     (obj,) = args

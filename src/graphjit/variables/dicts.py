@@ -18,6 +18,7 @@ Keys are hashable trace-time constants (strings, numbers, classes, functions).  
 from __future__ import annotations
 
 import collections
+import dataclasses
 import types
 from typing import Any
 
@@ -45,6 +46,49 @@ MISSING: Any = type("Missing", (), {"__repr__": lambda self: "<missing>"})()
 DELETED: Any = type("Deleted", (), {"__repr__": lambda self: "<deleted>"})()
 
 
+class FrozenDataclassKey:
+    """The key of a frozen dataclass instance made in the trace: hashed and compared as
+    its generated ``__hash__``/``__eq__`` do (the class, then the tuple of its hashed or
+    compared fields, all constants; frozen, so they cannot change later)."""
+
+    __slots__ = ("cls", "hashed", "compared")
+
+    def __init__(self, cls: type, hashed: tuple, compared: tuple) -> None:
+        self.cls, self.hashed, self.compared = cls, hashed, compared
+
+    def __hash__(self) -> int:
+        return hash(self.hashed)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, FrozenDataclassKey) and other.cls is self.cls and other.compared == self.compared
+
+    def __repr__(self) -> str:
+        return f"<{self.cls.__qualname__}{self.compared}>"
+
+
+def _frozen_dataclass_key(var: VariableTracker, tx) -> FrozenDataclassKey | None:
+    cls = var.python_type()
+    params = getattr(cls, "__dataclass_params__", None)
+    if tx is None or params is None or not (params.frozen and params.eq):
+        return None
+    for name in ("__hash__", "__eq__"):  # the generated ones, not the user's
+        fn = cls.__dict__.get(name)
+        if getattr(getattr(fn, "__code__", None), "co_filename", None) != "<string>":
+            return None
+    fields = dataclasses.fields(cls)
+    try:
+        values = {f.name: var.var_getattr(tx, f.name).as_python_constant() for f in fields}
+    except Exception:
+        return None
+    hashed = tuple(values[f.name] for f in fields if (f.compare if f.hash is None else f.hash))
+    compared = tuple(values[f.name] for f in fields if f.compare)
+    try:
+        hash(hashed)
+    except TypeError:
+        return None
+    return FrozenDataclassKey(cls, hashed, compared)
+
+
 class GraphTensorKey:
     """The key of a tensor the graph computes (it has no object at trace time): hashed by
     identity like the tensor, one per graph node; never a key of a dict that existed
@@ -69,7 +113,7 @@ def guard_key(tx, key: Any) -> None:
 def key_var(tx, key: Any) -> VariableTracker:
     """The tracker of a key: a tensor key is the tracker it was read as (so that ``is``
     holds), anything else a constant."""
-    if isinstance(key, (torch.Tensor, GraphTensorKey)):
+    if isinstance(key, (torch.Tensor, GraphTensorKey, FrozenDataclassKey)):
         known = tx.output.key_trackers.get(id(key))
         if known is None:
             raise unsupported("tensor key of a pre-existing dict", f"<{type(key).__name__}>",
@@ -102,7 +146,11 @@ def key_of(var: VariableTracker, tx=None) -> Any:
     try:
         key = var.as_python_constant()
     except Exception:
-        raise unsupported("dict key that is not a constant", repr(var)) from None
+        key = _frozen_dataclass_key(var, tx)
+        if key is None:
+            raise unsupported("dict key that is not a constant", repr(var)) from None
+        tx.output.key_trackers[id(key)] = var
+        return key
     try:
         hash(key)
     except TypeError as e:

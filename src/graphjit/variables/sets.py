@@ -22,7 +22,7 @@ from .base import (
     register_builder,
 )
 from .constant import ConstantVariable, is_constant_value
-from .dicts import DictViewVariable, GraphTensorKey, key_of, key_var
+from .dicts import DictViewVariable, FrozenDataclassKey, GraphTensorKey, key_of, key_var
 
 
 class SetVariable(VariableTracker):
@@ -185,7 +185,7 @@ class _Slot:
 def _with_slots(obj, slots: list):
     """``obj`` (a recipe) with each tensor replaced by a :class:`_Slot` (appended to
     ``slots``)."""
-    if isinstance(obj, (torch.Tensor, GraphTensorKey)):
+    if isinstance(obj, (torch.Tensor, GraphTensorKey, FrozenDataclassKey)):
         for i, t in enumerate(slots):
             if t is obj:
                 return _Slot(i)
