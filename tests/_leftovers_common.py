@@ -4,11 +4,16 @@ argument, and the check of the targets against torch.compile's counts."""
 
 from __future__ import annotations
 
+import copy
+import os
+
 import pytest
 
-from _semantics import Case
+import graphjit
+from _semantics import Case, dynamo_counts, run_case
 from _shared import seeded_randn
-from graphjit.testing import assert_equal
+from graphjit.backends.registry import lookup_backend
+from graphjit.testing import CompileCounter, assert_equal
 
 _r = seeded_randn(7300)
 X, Y = _r(3, 4), _r(3, 4, seed=1)
@@ -75,3 +80,39 @@ def _powers(x, n):
     for _ in range(n):
         yield t
         t = t * 0.5
+
+
+def case_tests(cases: list, escapes: list, at_least: int) -> dict:
+    """The test functions of a file of cases (``globals().update(case_tests(...))``):
+    each case with the ``eager`` and ``aot_eager`` backends; values the compiled function
+    returns used by eager code afterwards (``escapes``: ``(id, fn, args, use)``); the
+    targets against torch.compile's recorded counts; and, with
+    ``GRAPHJIT_DYNAMO_RECHECK=1``, those counts measured again."""
+
+    @pytest.mark.parametrize("case", cases)
+    def test_eager_backend(case):
+        run_case(case)
+
+    @pytest.mark.parametrize("case", cases)
+    def test_aot_eager_backend(case):
+        run_case(case, lookup_backend("aot_eager"))
+
+    @pytest.mark.parametrize("fn, args, use", [e[1:] for e in escapes], ids=[e[0] for e in escapes])
+    def test_escaped_values_used_by_eager_code(fn, args, use):
+        graphjit.reset()
+        compiled = graphjit.compile(fn, backend=CompileCounter())
+        assert_equal(use(compiled(*copy.deepcopy(args))), use(fn(*copy.deepcopy(args))))
+
+    def test_targets_against_torch_compile(capsys):
+        check_targets(cases, capsys, at_least=at_least)
+
+    @pytest.mark.skipif(not os.environ.get("GRAPHJIT_DYNAMO_RECHECK"),
+                        reason="measures torch.compile again (set GRAPHJIT_DYNAMO_RECHECK=1)")
+    @pytest.mark.parametrize("case", [p.values[0] for p in cases], ids=lambda c: c.name)
+    def test_recorded_torch_compile_counts(case):
+        assert dynamo_counts(case) == TC[case.name]
+
+    return {f.__name__: f for f in (test_eager_backend, test_aot_eager_backend,
+                                     test_escaped_values_used_by_eager_code,
+                                     test_targets_against_torch_compile,
+                                     test_recorded_torch_compile_counts)}

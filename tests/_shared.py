@@ -36,6 +36,7 @@ import pytest
 import torch
 
 import graphjit
+from graphjit.backends.registry import lookup_backend
 from graphjit.diagnostics import logs
 from graphjit.runtime.mode_state import capture_modes, restore_modes
 from graphjit.testing import CompileCounter, _run, assert_equal, check_same
@@ -475,3 +476,19 @@ def raise_in_branch(x):
     if y.sum() > 0:
         raise ValueError("positive sum")
     return y
+
+
+def counting_backend(backend: str):
+    """``(counter, backend)``: a backend that counts each graph with a
+    :class:`CompileCounter`, then compiles it with ``backend`` (``"counter"``: the counter
+    itself runs the graph as it is)."""
+    cnt = CompileCounter()
+    if backend == "counter":
+        return cnt, cnt
+    inner = lookup_backend(backend)
+
+    def counted(gm, example_inputs):
+        cnt(gm, example_inputs)
+        return inner(gm, example_inputs)
+
+    return cnt, counted

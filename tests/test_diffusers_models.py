@@ -61,8 +61,7 @@ import torch._dynamo.utils  # noqa: E402
 from torch._dynamo.testing import CompileCounter as DynamoCounter  # noqa: E402
 
 import graphjit  # noqa: E402
-from graphjit.backends.registry import lookup_backend  # noqa: E402
-from graphjit.testing import CompileCounter  # noqa: E402
+from _shared import counting_backend  # noqa: E402
 
 TOL = dict(rtol=1e-4, atol=1e-5)
 
@@ -236,24 +235,12 @@ class Run:
     fullgraph_error: graphjit.Unsupported | None = None
 
 
-def _counting(backend: str) -> tuple[CompileCounter, Any]:
-    cnt = CompileCounter()
-    if backend == "counter":
-        return cnt, cnt
-    inner = lookup_backend(backend)
-
-    def counted(gm, example_inputs):
-        cnt(gm, example_inputs)
-        return inner(gm, example_inputs)
-    return cnt, counted
-
-
 def _compile_and_call(spec: Spec, backend: str, fullgraph: bool) -> Run:
     run = Run(keys=spec.keys)
     with torch.no_grad():
         run.expected = spec.callable()(**spec.kwargs)
     graphjit.reset()
-    cnt, be = _counting(backend)
+    cnt, be = counting_backend(backend)
     compiled = graphjit.compile(spec.callable(), backend=be, fullgraph=fullgraph)
     try:
         for _ in range(2):

@@ -14,9 +14,7 @@ import torch
 from torch import nn
 
 import graphjit
-from _shared import seeded_randn
-from graphjit.backends.registry import lookup_backend
-from graphjit.testing import CompileCounter
+from _shared import counting_backend, seeded_randn
 from graphjit.variables.nn_module import forward_reads
 
 _r = seeded_randn(9800)
@@ -25,13 +23,7 @@ BACKENDS = ["eager", "aot_eager"]
 
 def _compiled(fn, backend):
     graphjit.reset()
-    cnt = CompileCounter()
-    inner = lookup_backend(backend)
-
-    def counted(gm, example_inputs):
-        cnt(gm, example_inputs)
-        return inner(gm, example_inputs)
-
+    cnt, counted = counting_backend(backend)
     return graphjit.compile(fn, backend=counted), cnt
 
 

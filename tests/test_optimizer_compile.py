@@ -27,24 +27,10 @@ import torch.nn.functional as F
 from torch import nn
 
 import graphjit
-from _shared import compare_call, seeded_randn
-from graphjit.backends.registry import lookup_backend
-from graphjit.testing import CompileCounter
+from _shared import compare_call, counting_backend, seeded_randn
 
 _r = seeded_randn(9700)
 BACKENDS = ["eager", "aot_eager"]
-
-
-def _counted(backend: str):
-    """A counter and a backend that counts, then compiles with ``backend``."""
-    cnt = CompileCounter()
-    inner = lookup_backend(backend)
-
-    def counted(gm, example_inputs):
-        cnt(gm, example_inputs)
-        return inner(gm, example_inputs)
-
-    return cnt, counted
 
 
 # --------------------------------------------------------------------------------------
@@ -62,7 +48,7 @@ def grad_or_zeros(p, x):
 def test_grad_read_follows_the_world(backend):
     """``p.grad`` None, then set, then replaced by another tensor, then None again."""
     graphjit.reset()
-    cnt, be = _counted(backend)
+    cnt, be = counting_backend(backend)
     compiled = graphjit.compile(grad_or_zeros, backend=be)
     p, x = nn.Parameter(_r(3)), _r(3, seed=1)
     for grad in (None, _r(3, seed=2), _r(3, seed=3), None, _r(3, seed=4)):
@@ -183,7 +169,7 @@ def test_tensor_keyed_containers_escape(backend):
     """A set and a dict the trace makes with the call's tensors as keys are rebuilt with
     *that call's* tensors (no identity guard: fresh tensors every call, one graph)."""
     graphjit.reset()
-    cnt, be = _counted(backend)
+    cnt, be = counting_backend(backend)
     compiled = graphjit.compile(tensor_keyed_containers_escape, backend=be, fullgraph=True)
     for seed in range(3):
         x, y = _r(2, seed=seed), _r(2, seed=10 + seed)
@@ -206,7 +192,7 @@ def test_tensor_made_in_the_graph_as_a_key(backend):
     """A tensor the graph computes keys a dict or a set by its identity; where they
     escape, the key is the very tensor the call returns."""
     graphjit.reset()
-    cnt, be = _counted(backend)
+    cnt, be = counting_backend(backend)
     compiled = graphjit.compile(key_of_computed_tensor, backend=be, fullgraph=True)
     for seed in range(2):
         x = _r(2, seed=seed)
@@ -274,7 +260,7 @@ def _run_steps(name, backend, steps=4, between=None):
     """Eager and compiled optimizers side by side; ``between(i, opt)`` changes the world
     before step ``i``.  Returns the compiled step's graph count."""
     graphjit.reset()
-    cnt, be = _counted(backend)
+    cnt, be = counting_backend(backend)
     models = [_model(), _model()]
     opts = [OPTIMIZERS[name](m.parameters()) for m in models]
     compiled_step = graphjit.compile(opts[1].step, backend=be)

@@ -15,9 +15,7 @@ import torch
 from torch import nn
 
 import graphjit
-from _shared import seeded_randn
-from graphjit.backends.registry import lookup_backend
-from graphjit.testing import CompileCounter
+from _shared import counting_backend, seeded_randn
 
 _r = seeded_randn(9900)
 BACKENDS = ["eager", "aot_eager"]
@@ -42,13 +40,7 @@ class Params(nn.Module):
 
 def _compiled(mod, backend):
     graphjit.reset()
-    cnt = CompileCounter()
-    inner = lookup_backend(backend)
-
-    def counted(gm, example_inputs):
-        cnt(gm, example_inputs)
-        return inner(gm, example_inputs)
-
+    cnt, counted = counting_backend(backend)
     return graphjit.compile(mod, backend=counted, fullgraph=True), cnt
 
 

@@ -11,6 +11,7 @@ import operator
 import pytest
 import torch
 
+from _shared import counting_backend
 from graphjit.testing import check_same
 
 X = torch.randn(3, generator=torch.Generator().manual_seed(0))
@@ -100,16 +101,6 @@ def test_partial_escaping_is_one_object_with_its_parts():
     assert a is b and a.args[1] == 2 and a.func is torch.mul
 
 
-def _counting(backend):
-    """A counting backend that runs each graph with ``backend``."""
-    from graphjit.backends.registry import lookup_backend
-    from graphjit.testing import CompileCounter
-    cnt = CompileCounter()
-
-    def run(gm, example_inputs):
-        cnt(gm, example_inputs)
-        return lookup_backend(backend, None, None)(gm, example_inputs)
-    return cnt, run
 
 
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])
@@ -119,7 +110,7 @@ def test_existing_partial_argument_recompiles_when_its_parts_change(backend):
     def f(x, fn):
         return fn(x) * 2
 
-    cnt, run = _counting(backend)
+    cnt, run = counting_backend(backend)
     compiled = gj_compile(f, backend=run, fullgraph=True)
     for fn in (functools.partial(torch.clamp, min=0.0), functools.partial(torch.clamp, min=0.5),
                functools.partial(torch.clamp, max=0.1), functools.partial(torch.mul, 3.0)):
@@ -234,7 +225,7 @@ def test_enum_member_argument_is_guarded_by_identity(backend):
     def f(x, c):
         return x * c.value
 
-    cnt, run = _counting(backend)
+    cnt, run = counting_backend(backend)
     compiled = gj_compile(f, backend=run, fullgraph=True)
     for c in (Color.RED, Color.BLUE, Color.RED):
         torch.testing.assert_close(compiled(X, c), f(X, c))

@@ -24,20 +24,13 @@ is graphjit's clean graph break.
 from __future__ import annotations
 
 import contextlib
-import copy
 import dataclasses
 import itertools
-import os
 import sys
 
-import pytest
 import torch
 
-import graphjit
-from _leftovers_common import TC, XY, W, X, Y, Box, _powers, case, check_targets
-from _semantics import dynamo_counts, run_case
-from graphjit.backends.registry import lookup_backend
-from graphjit.testing import CompileCounter, assert_equal
+from _leftovers_common import XY, W, X, Y, Box, _powers, case, case_tests
 
 
 # --------------------------------------------------------------------------------------
@@ -783,33 +776,7 @@ DATACLASSES = [
 CASES = CONTEXTLIB + SETS + ITERTOOLS + DATACLASSES
 
 
-@pytest.mark.parametrize("case", CASES)
-def test_eager_backend(case):
-    run_case(case)
-
-
-@pytest.mark.parametrize("case", CASES)
-def test_aot_eager_backend(case):
-    run_case(case, lookup_backend("aot_eager"))
-
-
-@pytest.mark.parametrize("fn, args, use", [
-    (dc_instance_escapes, (X,), lambda out: dataclasses.replace(out[1], lr=out[1].lr * 2)),
-], ids=['dataclass_replaced'])
-def test_escaped_values_used_by_eager_code(fn, args, use):
-    """What the compiled function returns (graphs or not) is used by eager code afterwards
-    with eager's results."""
-    graphjit.reset()
-    compiled = graphjit.compile(fn, backend=CompileCounter())
-    assert_equal(use(compiled(*copy.deepcopy(args))), use(fn(*copy.deepcopy(args))))
-
-
-def test_targets_against_torch_compile(capsys):
-    check_targets(CASES, capsys, at_least=50)
-
-
-@pytest.mark.skipif(not os.environ.get("GRAPHJIT_DYNAMO_RECHECK"),
-                    reason="measures torch.compile again (set GRAPHJIT_DYNAMO_RECHECK=1)")
-@pytest.mark.parametrize("case", [p.values[0] for p in CASES], ids=lambda c: c.name)
-def test_recorded_torch_compile_counts(case):
-    assert dynamo_counts(case) == TC[case.name]
+globals().update(case_tests(CASES, [
+    ("dataclass_replaced", dc_instance_escapes, (X,),
+     lambda out: dataclasses.replace(out[1], lr=out[1].lr * 2)),
+], at_least=50))

@@ -11,18 +11,14 @@ started in the compiled function and continued by eager code (the harness drains
 
 from __future__ import annotations
 
-import copy
 import functools
 import operator
-import os
 
 import pytest
 import torch
 
 import graphjit
-from _leftovers_common import TC, XY, X, Y, Box, _powers, case, check_targets
-from _semantics import dynamo_counts, run_case
-from graphjit.backends.registry import lookup_backend
+from _leftovers_common import XY, X, Y, Box, _powers, case, case_tests
 from graphjit.testing import CompileCounter, assert_equal
 
 
@@ -534,39 +530,13 @@ GENERATORS = [
 CASES = FORMATTING + IDENTITY + FUNCTOOLS + GENERATORS
 
 
-@pytest.mark.parametrize("case", CASES)
-def test_eager_backend(case):
-    run_case(case)
-
-
-@pytest.mark.parametrize("case", CASES)
-def test_aot_eager_backend(case):
-    run_case(case, lookup_backend("aot_eager"))
-
-
-@pytest.mark.parametrize("fn, args, use", [
-    (partial_escapes_with_tensor, (X, Y), lambda out: out[0](Y * 3, alpha=2.0)),
-    (gen_started_twice_returned, (X,), lambda out: (next(out[1]) * 2, list(out[1]))),
-    (gen_try_finally_escapes, (X, []), lambda out: (next(out[1]), out[1].close(), next(out[1], 0))),
-    (genexpr_started_returned, (X,), lambda out: [t + out[0] for t in out[1]]),
-], ids=['partial_called', 'generator_continued', 'generator_closed', 'genexpr_continued'])
-def test_escaped_values_used_by_eager_code(fn, args, use):
-    """What the compiled function returns (graphs or not) is used by eager code afterwards
-    with eager's results."""
-    graphjit.reset()
-    compiled = graphjit.compile(fn, backend=CompileCounter())
-    assert_equal(use(compiled(*copy.deepcopy(args))), use(fn(*copy.deepcopy(args))))
-
-
-def test_targets_against_torch_compile(capsys):
-    check_targets(CASES, capsys, at_least=40)
-
-
-@pytest.mark.skipif(not os.environ.get("GRAPHJIT_DYNAMO_RECHECK"),
-                    reason="measures torch.compile again (set GRAPHJIT_DYNAMO_RECHECK=1)")
-@pytest.mark.parametrize("case", [p.values[0] for p in CASES], ids=lambda c: c.name)
-def test_recorded_torch_compile_counts(case):
-    assert dynamo_counts(case) == TC[case.name]
+globals().update(case_tests(CASES, [
+    ("partial_called", partial_escapes_with_tensor, (X, Y), lambda out: out[0](Y * 3, alpha=2.0)),
+    ("generator_continued", gen_started_twice_returned, (X,), lambda out: (next(out[1]) * 2, list(out[1]))),
+    ("generator_closed", gen_try_finally_escapes, (X, []),
+     lambda out: (next(out[1]), out[1].close(), next(out[1], 0))),
+    ("genexpr_continued", genexpr_started_returned, (X,), lambda out: [t + out[0] for t in out[1]]),
+], at_least=40))
 
 
 _GEN_LOG: list = []
