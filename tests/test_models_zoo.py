@@ -51,7 +51,7 @@ import torch._dynamo.utils  # noqa: E402
 from torch._dynamo.testing import CompileCounter as DynamoCounter  # noqa: E402
 
 import graphjit  # noqa: E402
-from _shared import counting_backend  # noqa: E402
+from _model_harness import Run, compile_and_call, where_broke  # noqa: E402
 
 BATCH, SEQ, VOCAB = 2, 8, 100
 TOL = dict(rtol=1e-4, atol=1e-5)
@@ -267,51 +267,8 @@ def _compare(actual: Any, expected: Any, keys: tuple[str, ...]) -> None:
         torch.testing.assert_close(got[key], want[key], **TOL, msg=lambda m, k=key: f"{k}: {m}")
 
 
-def _where(reason: Any) -> str:
-    """A break reason's first line and the innermost user line it broke at."""
-    head = getattr(reason, "reason", str(reason).splitlines()[0])
-    stack = getattr(reason, "user_stack", None)
-    if not stack:
-        return head
-    frame = stack[-1]
-    path = frame.filename.split("site-packages/")[-1]
-    return f"{head} @ {path}:{frame.lineno} `{frame.line}`"
-
-
-@dataclasses.dataclass
-class Run:
-    """One model compiled by graphjit and called twice; ``error`` when it did not run.
-    ``fullgraph_error``: the first break, when a ``fullgraph=True`` compile was tried and
-    failed (the run is then the one without ``fullgraph``)."""
-
-    keys: tuple[str, ...] = ()
-    expected: Any = None
-    outputs: list = dataclasses.field(default_factory=list)
-    graphs: list[int] = dataclasses.field(default_factory=list)  # after each call
-    breaks: int = 0
-    reasons: list = dataclasses.field(default_factory=list)
-    error: BaseException | None = None
-    fullgraph_error: graphjit.Unsupported | None = None
-
-
 def _compile_and_call(spec: Spec, backend: str, fullgraph: bool) -> Run:
-    run = Run(keys=spec.keys)
-    with torch.no_grad():
-        run.expected = spec.model(**spec.kwargs)
-    graphjit.reset()
-    cnt, be = counting_backend(backend)
-    compiled = graphjit.compile(spec.model, backend=be, fullgraph=fullgraph)
-    try:
-        for _ in range(2):
-            with torch.no_grad():
-                run.outputs.append(compiled(**spec.kwargs))
-            run.graphs.append(cnt.frame_count)
-    except Exception as e:  # noqa: BLE001 (reported by the tests that read the run)
-        run.error = e
-    st = graphjit.stats()
-    run.breaks, run.reasons = st["graph_breaks"], st["break_reasons"]
-    graphjit.reset()
-    return run
+    return compile_and_call(lambda: spec.model, spec.kwargs, spec.keys, backend, fullgraph)
 
 
 @functools.lru_cache(maxsize=None)
@@ -402,8 +359,8 @@ def test_matches_eager(name, attn, backend):
 def test_counts_vs_torch_compile(name, attn, backend):
     target_graphs, target_breaks = TORCH_COMPILE[name]
     run = graphjit_run(name, attn, backend)
-    distinct = list(dict.fromkeys(_where(r) for r in run.reasons))
-    first = _where(run.fullgraph_error) if run.fullgraph_error else (distinct or ["none"])[0]
+    distinct = list(dict.fromkeys(where_broke(r) for r in run.reasons))
+    first = where_broke(run.fullgraph_error) if run.fullgraph_error else (distinct or ["none"])[0]
     _record(name, attn, backend, graphjit=f"{run.graphs[-1]}/{run.breaks}" if run.graphs else "error",
             dynamo=f"{target_graphs}/{target_breaks}", reasons=distinct,
             first=repr(run.error)[:200] if run.error else first if run.breaks else "")

@@ -1,0 +1,63 @@
+"""Shared by the model-zoo tests (``test_models_zoo.py``, ``test_diffusers_models.py``): a
+model compiled by graphjit and called twice (:class:`Run`), and the user line a break
+reason points at."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+import torch
+
+import graphjit
+from _shared import counting_backend
+
+
+def where_broke(reason: Any) -> str:
+    """A break reason's first line and the innermost user line it broke at."""
+    head = getattr(reason, "reason", str(reason).splitlines()[0])
+    stack = getattr(reason, "user_stack", None)
+    if not stack:
+        return head
+    frame = stack[-1]
+    path = frame.filename.split("site-packages/")[-1]
+    return f"{head} @ {path}:{frame.lineno} `{frame.line}`"
+
+
+@dataclasses.dataclass
+class Run:
+    """One model compiled by graphjit and called twice; ``error`` when it did not run.
+    ``fullgraph_error``: the first break, when a ``fullgraph=True`` compile was tried and
+    failed (the run is then the one without ``fullgraph``)."""
+
+    keys: tuple[str, ...] = ()
+    expected: Any = None
+    outputs: list = dataclasses.field(default_factory=list)
+    graphs: list[int] = dataclasses.field(default_factory=list)  # after each call
+    breaks: int = 0
+    reasons: list = dataclasses.field(default_factory=list)
+    error: BaseException | None = None
+    fullgraph_error: graphjit.Unsupported | None = None
+
+
+def compile_and_call(make: Callable[[], Any], kwargs: dict, keys: tuple[str, ...], backend: str,
+                     fullgraph: bool) -> Run:
+    """Eager's output of ``make()(**kwargs)``, then the compiled callable called twice under
+    ``torch.no_grad()`` with a counting ``backend``; graphjit's stats after it."""
+    run = Run(keys=keys)
+    with torch.no_grad():
+        run.expected = make()(**kwargs)
+    graphjit.reset()
+    cnt, be = counting_backend(backend)
+    compiled = graphjit.compile(make(), backend=be, fullgraph=fullgraph)
+    try:
+        for _ in range(2):
+            with torch.no_grad():
+                run.outputs.append(compiled(**kwargs))
+            run.graphs.append(cnt.frame_count)
+    except Exception as e:  # noqa: BLE001 (reported by the tests that read the run)
+        run.error = e
+    st = graphjit.stats()
+    run.breaks, run.reasons = st["graph_breaks"], st["break_reasons"]
+    graphjit.reset()
+    return run
