@@ -298,6 +298,7 @@ class PolyfilledCallableVariable(ValueCallableVariable):
         result = tx.inline_polyfill(self.polyfill, list(args), dict(kwargs))
         if getattr(result, "escapes_as", False) is None:  # a generator of the polyfill
             result.escapes_as = self.value
+            result.origin = (list(args), dict(kwargs))  # to make the real one again
         return result
 
     def var_getattr(self, tx, name: str) -> VariableTracker:

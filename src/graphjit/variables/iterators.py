@@ -113,6 +113,8 @@ class GeneratorVariable(IteratorVariable):
         #: how the trace advanced it (``None``: ``next``; else the constant sent), while
         #: replaying that on a fresh generator rebuilds its state; ``None`` once not
         self.advances: list | None = []
+        #: the original call's arguments, for a polyfill's generator (``escapes_as``)
+        self.origin: tuple[list, dict] | None = None
 
     def _repr_body(self) -> str:
         state = "exhausted" if self.frame.exhausted else "started" if self.frame.started else "not started"
@@ -124,6 +126,8 @@ class GeneratorVariable(IteratorVariable):
         return types.GeneratorType
 
     def children(self) -> list[VariableTracker]:
+        if self.origin is not None:  # rebuilt from the original call's arguments
+            return [*self.origin[0], *self.origin[1].values()] if self.advances is not None else []
         replayable = not self.frame.started or self.advances is not None  # rebuilt from its arguments
         return [*self.args, *self.kwargs.values()] if replayable else []
 
@@ -204,10 +208,8 @@ class GeneratorVariable(IteratorVariable):
         """A generator not started yet is made again by calling its function with the same
         arguments (it has done nothing yet); a started one cannot be rebuilt."""
         if self.escapes_as is not None:
-            raise unsupported("iterator of a polyfilled callable escapes the graph",
-                              f"{getattr(self.escapes_as, '__qualname__', self.escapes_as)} iterator is "
-                              "returned, stored or live across a graph break",
-                              "It is traced as a Python generator, which is not its type.")
+            self._reconstruct_original(cg)
+            return
         replay = self.frame.started
         if self.fn_var is None or (replay and (self.advances is None or not self._args_replayable())):
             raise unsupported("generator escapes the graph", f"generator {self.name} is returned, "
@@ -234,16 +236,50 @@ class GeneratorVariable(IteratorVariable):
         cg.load_const(tuple(self.advances))
         cg.call(4)
 
+    def _reconstruct_original(self, cg) -> None:
+        """The iterator of a polyfilled callable (``itertools.product``...): the real one,
+        made by calling the original with the call's arguments and advancing it as the trace
+        did (its type is the original's, not a generator's)."""
+        args, kwargs = self.origin if self.origin is not None else (None, None)
+        if args is None or self.advances is None or not _replayable_args([*args, *kwargs.values()]):
+            raise unsupported("iterator of a polyfilled callable escapes the graph",
+                              f"{getattr(self.escapes_as, '__qualname__', self.escapes_as)} iterator is "
+                              "returned, stored or live across a graph break",
+                              "It is rebuilt by calling the original and advancing it as the trace "
+                              "did, which needs steps that changed nothing outside it and arguments "
+                              "that are constants, tensors nothing mutated, or tuples of those.")
+        cg.push_null()
+        cg.load_const(replay_generator)
+        cg.load_const(self.escapes_as)
+        for a in args:
+            cg.reconstruct(a)
+        cg.build(tuple, len(args))
+        for k, v in kwargs.items():
+            cg.load_const(k)
+            cg.reconstruct(v)
+        cg.build(dict, len(kwargs))
+        cg.load_const(tuple(self.advances))
+        cg.call(4)
+
     def _args_replayable(self) -> bool:
         """The generator's arguments are read again when it is rebuilt, after the trace:
         constants, or tensors that no op of the graph changed in place."""
-        for a in [*self.args, *self.kwargs.values()]:
-            if a.is_tensor():
-                if any(_mutates(n) and n.args and n.args[0] is a.node for n in a.node.users):
-                    return False
-            elif not a.is_python_constant():
+        return _replayable_args([*self.args, *self.kwargs.values()])
+
+
+def _replayable_args(values: list) -> bool:
+    """Arguments that read the same when a generator is made again after the trace:
+    constants, tensors no op changed in place, and tuples of those."""
+    for a in values:
+        if a.is_tensor():
+            if any(_mutates(n) and n.args and n.args[0] is a.node for n in a.node.users):
                 return False
-        return True
+        elif isinstance(a, TupleVariable):
+            if not _replayable_args(a.items):
+                return False
+        elif not a.is_python_constant():
+            return False
+    return True
 
 
 def replay_generator(fn, args: tuple, kwargs: dict, advances: tuple):
