@@ -180,6 +180,26 @@ def test_tensor_keyed_containers_escape(backend):
     assert cnt.frame_count == 1
 
 
+def set_of_two(x, y):
+    s = {x, y}
+    d = {x: 1}
+    d[y] = 2
+    return x + 1, len(s), sorted(d.values())
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_tensor_keys_aliased_on_a_later_call(backend):
+    """Keys counted as two distinct tensors when traced: the same tensor passed twice on
+    a later call is one key in eager, so the entry must not serve that call."""
+    graphjit.reset()
+    compiled = graphjit.compile(set_of_two, backend=backend)
+    a, b = _r(2), _r(2, seed=1)
+    for args in ((a, b), (a, a), (b, a), (b, b)):
+        got, want = compiled(*args), set_of_two(*args)
+        torch.testing.assert_close(got[0], want[0])
+        assert got[1:] == want[1:]
+
+
 def key_of_computed_tensor(x):
     y = x * 2
     d = {y: 1}

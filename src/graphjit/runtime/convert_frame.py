@@ -221,6 +221,7 @@ def _entry_guard(fn, output: OutputGraph, global_state, hooks: Hooks, closure_ar
     eager = hooks.compiler_fn is eager_backend
     add_leaf_module_guards(output, tensors=not eager)
     add_no_aliasing_guards(output)
+    add_key_identity_guards(output)
     guard = build_guard_function(needed_guards(output), fn.__code__, fn, global_state,
                                  no_aliasing=not eager, closure_arg=closure_arg,
                                  relaxed_tensors=relaxed_tensor_checks(output, hooks),
@@ -266,6 +267,20 @@ def add_leaf_module_guards(output: OutputGraph, tensors: bool) -> None:
             for name, value in module.__dict__[kind].items():
                 kind_guard = GuardKind.CONSTANT_MATCH if value is None else GuardKind.ID_MATCH
                 output.add_guard(module_attr_source(source, name, kind), kind_guard, value)
+
+
+def add_key_identity_guards(output: OutputGraph) -> None:
+    """Tensors from outside the graph that keyed a set or dict stay distinct objects (the
+    trace counted them as different keys): ``len({id(a), id(b), ...})`` is checked, for
+    every backend (the identity of each is guarded only against pre-existing dicts)."""
+    seen: dict[int, Any] = {}
+    for key_id, var in output.key_trackers.items():
+        if isinstance(getattr(var, "node", None), torch.fx.Node) and var.source is not None:
+            real = output.real_tensor(var.node)
+            if real is not None and id(real) == key_id:
+                seen.setdefault(key_id, var.source)
+    if len(seen) >= 2:
+        output.add_guard(None, GuardKind.NO_ALIASING, tuple(seen.values()))
 
 
 def add_no_aliasing_guards(output: OutputGraph) -> None:
