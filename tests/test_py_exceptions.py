@@ -975,9 +975,7 @@ CASES = [
     Case(suppress_matching, [(X,)]),
     Case(suppress_not_matching, [(X,)]),
     Case(exit_stack_enter_context, [(X, _log())]),
-    _xfail(Case(exit_stack_callback_on_error, [(X, _log())]),
-           "ExitStack.callback: Unsupported 'attribute write: "
-           "NestedUserFunctionVariable(_exit_wrapper).__wrapped__ = ...'"),
+    Case(exit_stack_callback_on_error, [(X, _log())]),
     # grad mode and autocast
     Case(no_grad_block, [(X, W)]),
     Case(enable_grad_inside_no_grad, [(X, W)]),
