@@ -28,6 +28,7 @@ import dataclasses
 import itertools
 import sys
 
+import pytest
 import torch
 
 from _leftovers_common import XY, W, X, Y, Box, _powers, case, case_tests
@@ -813,3 +814,34 @@ def test_itertools_iterators_escape_as_themselves():
 
     assert_equal(drained(compiled(X)), drained(itertools_escaping(X)))
     assert cnt.frame_count == 1
+
+
+class _Matched:
+    __match_args__ = ("a", "b")
+
+    def __init__(self):
+        self.a, self.b = 1, 2
+
+
+def match_positional(x, obj):
+    match obj:
+        case _Matched(first, second):
+            return x * first + second
+    return x
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_match_args_changed_between_calls(backend):
+    """``__match_args__`` read by a class pattern is guarded: reordered between calls,
+    the compiled function follows eager."""
+    import graphjit
+
+    graphjit.reset()
+    compiled = graphjit.compile(match_positional, backend=backend)
+    obj = _Matched()
+    try:
+        for order in (("a", "b"), ("b", "a"), ("a", "b")):
+            _Matched.__match_args__ = order
+            torch.testing.assert_close(compiled(X, obj), match_positional(X, obj))
+    finally:
+        _Matched.__match_args__ = ("a", "b")
