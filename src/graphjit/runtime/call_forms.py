@@ -81,4 +81,6 @@ def _plan(cls: type, nargs: int, kwnames: tuple) -> tuple | None:
             return None  # missing: the call raises as it is
     if set(kwnames) - {p.name for p in every}:
         return None
+    if not keyword and not kwnames and all(k == 0 for k, _ in plan):
+        return None  # already the one form: nothing to do on the hot path
     return tuple(plan), tuple(keyword)
