@@ -344,7 +344,7 @@ def render(results: dict[str, Any]) -> str:
         add(f"| call − eager µs | | {fmt(o.get(GJ.name), '.2f')} | {fmt(o.get(TC.name), '.2f')} | |")
         add("")
         add("Target: wrapper overhead ratio gj/tc ≤ 0.5.  The graphs differ: graphjit calls each "
-            "`torch.nn` leaf as a module (`call_module`, which runs `Module.__call__`), "
+            "`torch.nn` leaf as one node calling its `forward` (without `Module.__call__`), "
             "torch.compile inlines their `forward`s into the graph, so its graph can be faster "
             "than eager.  graphjit's wrapper checks each submodule's identity, hooks and "
             "instance `forward` on every call.")

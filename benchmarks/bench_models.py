@@ -35,7 +35,7 @@ Each model is compiled by each system and called twice with the same inputs.
 |---|---|
 | gj graphs / tc graphs | graphs handed to the backend over the two calls |
 | gj breaks / tc breaks | ``graphjit.stats()["graph_breaks"]``; Dynamo's ``counters["graph_break"]`` + ``counters["unimplemented"]`` |
-| gj ops / tc ops | ``call_function`` / ``call_method`` / ``call_module`` nodes over all graphs (graphjit keeps ``torch.nn`` leaves as ``call_module``; torch.compile inlines their ``forward``) |
+| gj ops / tc ops | ``call_function`` / ``call_method`` / ``call_module`` nodes over all graphs (graphjit keeps each ``torch.nn`` leaf as one node calling its ``forward``; torch.compile inlines their ``forward``) |
 | gj == eager / tc == eager | both calls give eager's output type and tensors (logits / last hidden state, the encoder's last hidden state, GPT-2's cache keys and values; ``torch.allclose`` rtol 1e-4, atol 1e-5), or **MISMATCH** with what differs; "call 2 recompiled" when the second, identical call compiled more graphs |
 
 This round is also the untimed warm-up for table 2: every model has been traced once by

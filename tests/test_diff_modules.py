@@ -1,6 +1,6 @@
 """Differential tests: ``nn.Module``s compiled with ``graphjit.compile(model)``.
 
-Leaf ``torch.nn`` modules become ``call_module`` nodes, user modules are inlined; either
+Leaf ``torch.nn`` modules become one node calling their ``forward``, user modules are inlined; either
 way one graph per forward, the same outputs, the same parameter gradients and buffer
 updates as eager, and the ``_orig_mod.`` state-dict prefix of ``torch.compile``.
 """

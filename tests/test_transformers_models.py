@@ -23,6 +23,7 @@ transformers = pytest.importorskip("transformers")
 import torch  # noqa: E402
 
 import graphjit  # noqa: E402
+from graphjit.graph.output_graph import called_leaf_module  # noqa: E402
 from graphjit.testing import CompileCounter  # noqa: E402
 
 N_LAYERS = 2
@@ -65,8 +66,9 @@ def _op_kinds(gm: torch.fx.GraphModule) -> Counter:
     """How many linear layers and matmuls a captured graph holds."""
     kinds: Counter = Counter()
     for node in gm.graph.nodes:
-        if node.op == "call_module":
-            if isinstance(gm.get_submodule(node.target), torch.nn.Linear):
+        leaf = called_leaf_module(gm, node)
+        if leaf is not None:
+            if isinstance(leaf, torch.nn.Linear):
                 kinds["linear"] += 1
         elif node.op == "call_function":
             if node.target in _LINEAR_FNS:

@@ -286,8 +286,9 @@ class OutputGraph:
 
     def call_leaf_forward(self, tx, module: torch.nn.Module, hint: str, args: list,
                           kwargs: dict) -> VariableTracker:
-        """``type(module).forward(module, ...)`` as one node: a leaf module whose hooks the
-        trace ran itself (``call_module`` would run ``Module.__call__`` and the hooks again)."""
+        """``type(module).forward(module, ...)`` as one node: a leaf module whose hooks are
+        guarded empty or were run by the trace itself (``call_module`` would run
+        ``Module.__call__``: its hook checks on every call, or the hooks again)."""
         target = self.add_attr(module, hint)
         mod_node = self.graph.get_attr(target)
         node_args = (mod_node, *(_to_node_arg(a) for a in args))
@@ -390,6 +391,16 @@ def _leaf_forward(module, *args, **kwargs):
 
 
 _leaf_forward.__module__ = "graphjit_runtime"  # written into graph code as a global
+
+
+def called_leaf_module(gm: torch.fx.GraphModule, node: torch.fx.Node) -> torch.nn.Module | None:
+    """The leaf module ``node`` of ``gm`` calls (a ``call_module`` node, or the call of a
+    module's ``forward`` that graphjit emits for leaves), else ``None``."""
+    if node.op == "call_module":
+        return gm.get_submodule(node.target)
+    if node.op == "call_function" and node.target is _leaf_forward and node.args[0].op == "get_attr":
+        return gm.get_submodule(node.args[0].target)
+    return None
 
 
 def _target_name(op: str, target: Any) -> str:

@@ -336,16 +336,14 @@ class NNModuleVariable(UserObjectVariable):
                 and forward.fn_var.as_python_constant() is proto.type_attr_raw(type(m), "forward"))
 
     def _call_leaf(self, tx, args, kwargs, hooks_traced: bool) -> VariableTracker:
-        """One node: ``call_module`` (its hook dicts are guarded empty), or, when the trace
-        ran the hooks itself, a call of the class's ``forward`` alone."""
+        """One node calling the class's ``forward`` alone: its hook dicts are guarded empty
+        (or the trace ran the hooks itself), so ``Module.__call__`` would add nothing but
+        its cost to every call of the graph."""
         m = self.value
         if type(m) not in TRAINING_INDEPENDENT and self.source is not None:
             tx.output.add_guard(AttrSource(self.source, "training"), GuardKind.CONSTANT_MATCH, m.training)
         tx.output.leaf_modules.append((m, self.source))
-        if hooks_traced:
-            return tx.output.call_leaf_forward(tx, m, self._hint(), list(args), dict(kwargs))
-        target = tx.output.add_attr(m, self._hint())
-        return tx.output.call(tx, "call_module", target, list(args), dict(kwargs))
+        return tx.output.call_leaf_forward(tx, m, self._hint(), list(args), dict(kwargs))
 
 
 def _is_none(var: VariableTracker) -> bool:
