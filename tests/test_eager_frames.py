@@ -240,7 +240,9 @@ def calls_of_every_shape(x):
 
 def test_calls_of_every_shape_from_an_eager_frame():
     cnt = check_same(lambda x: quiet(calls_of_every_shape, x), X)
-    assert cnt.frame_count >= 5  # kw_star compiled, once per distinct call signature
+    # kw_star compiled once per distinct call signature (``scale``, seen with two values,
+    # is symbolic from its second entry on)
+    assert cnt.frame_count >= 4
 
 
 class UserError(Exception):
@@ -375,7 +377,8 @@ def test_past_the_recompile_limit_callees_are_still_compiled():
     def outer(x, n):
         return inner(x) + n   # n is a constant: a new entry per value
 
-    compiled = graphjit.compile(outer, backend=lambda gm, i: graphs.append(gm) or gm.forward)
+    compiled = graphjit.compile(outer, backend=lambda gm, i: graphs.append(gm) or gm.forward,
+                                dynamic=False)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for n in range(4):

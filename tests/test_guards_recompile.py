@@ -26,10 +26,10 @@ def _r(*shape, seed=0, dtype=torch.float32):
 class Harness:
     """A compiled ``fn`` with a counting backend; ``check(*args)`` compares with eager."""
 
-    def __init__(self, fn, fullgraph=True):
+    def __init__(self, fn, fullgraph=True, dynamic=None):
         self.fn = fn
         self.cnt = CompileCounter()
-        self.compiled = graphjit.compile(fn, backend=self.cnt, fullgraph=fullgraph)
+        self.compiled = graphjit.compile(fn, backend=self.cnt, fullgraph=fullgraph, dynamic=dynamic)
 
     def check(self, *args, **kwargs):
         expected = self.fn(*args, **kwargs)
@@ -326,7 +326,7 @@ def _past_a_recompile_limit_of_one(monkeypatch):
 
 def test_recompile_limit_warns_once_and_runs_eagerly(monkeypatch):
     monkeypatch.setattr(graphjit.config, "recompile_limit", 2)
-    h = Harness(_mul_add)
+    h = Harness(_mul_add, dynamic=False)  # every new shape is a new entry
     h.check(_r(1), _r(1, seed=1))
     h.check(_r(2), _r(2, seed=1))
     assert h.graphs == 2

@@ -127,7 +127,7 @@ def test_recompile_message_names_the_guard_and_both_values():
 
 
 def test_recompile_reason_comes_from_the_closest_entry():
-    compiled = graphjit.compile(two_ints, backend="eager", fullgraph=True)
+    compiled = graphjit.compile(two_ints, backend="eager", fullgraph=True, dynamic=False)
     x = _r(3)
     with capture_graphjit_log("recompiles") as buf:
         check_sequence(two_ints, compiled, [(x, 1, 1), (x, 2, 2)], calls=1)
@@ -475,7 +475,7 @@ def test_threads_first_call_compiles_once(what):
 # --------------------------------------------------------------------------------------
 
 VARIABLES = pathlib.Path(graphjit.__file__).parent / "variables"
-LAYERS = ["base", "constant", "tensor", "sequences", "dicts", "sets", "iterators", "random_values", "cells",
+LAYERS = ["base", "constant", "sym_node", "tensor", "sequences", "dicts", "sets", "iterators", "random_values", "cells",
           "functions", "exceptions", "object_protocol", "instance_attrs",
           "dict_objects", "objects", "nn_module", "operators",
           "grad_mode", "builtins", "library", "torch_function", "builder"]

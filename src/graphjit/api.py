@@ -94,8 +94,10 @@ def compile(model: Callable | None = None, *, fullgraph: bool = False, dynamic: 
 
     Used as ``graphjit.compile(fn, backend="eager")`` or as a decorator, with or without
     arguments.  ``fullgraph=True`` raises :class:`graphjit.Unsupported` at the first
-    construct that cannot be captured.  ``dynamic`` is accepted for API compatibility;
-    shapes are static (a new shape recompiles)."""
+    construct that cannot be captured.  ``dynamic``: ``None`` (automatic: a dimension or
+    number argument seen with a second value is symbolic from the next entry on),
+    ``True`` (symbolic from the first trace) or ``False`` (a new shape or number
+    recompiles); see :func:`mark_dynamic` and ``docs/architecture.md``."""
     opts = dict(fullgraph=fullgraph, dynamic=dynamic, backend=backend, mode=mode, options=options)
     if model is None:
         return lambda fn: compile(fn, **opts, disable=disable)

@@ -14,6 +14,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from ..bytecode.instruction import create_instruction
 from ..exc import InternalError
 from ..variables import TensorVariable, VariableTracker
+from ..variables.sym_node import SymNodeVariable
 from .codegen import PyCodegen
 from .output_graph import GraphArg, OutputGraph
 
@@ -23,8 +24,10 @@ _counter = itertools.count()
 class CompiledGraph:
     """The backend's callable for one graph, named ``__compiled_fn_<n>`` in bytecode."""
 
-    def __init__(self, name: str, gm: torch.fx.GraphModule, fn, graph_args: list[GraphArg]) -> None:
+    def __init__(self, name: str, gm: torch.fx.GraphModule, fn, graph_args: list[GraphArg],
+                 fake_mode: FakeTensorMode | None = None) -> None:
         self.name, self.gm, self.fn, self.graph_args = name, gm, fn, graph_args
+        self.fake_mode = fake_mode  # the trace's (its ShapeEnv knows the symbolic sizes)
         self.__name__ = self.__qualname__ = name
 
     def __call__(self, *args):
@@ -44,7 +47,7 @@ def collect_tensors(var: VariableTracker, out: list[TensorVariable], seen: set[i
         if id(v) in seen:
             continue
         seen.add(id(v))
-        if isinstance(v, TensorVariable):
+        if isinstance(v, (TensorVariable, SymNodeVariable)):  # what only the graph computes
             out.append(v)
         else:
             stack.extend(reversed(v.children()))
@@ -52,7 +55,7 @@ def collect_tensors(var: VariableTracker, out: list[TensorVariable], seen: set[i
 
 def graph_outputs_for(values: list[VariableTracker]) -> list[torch.fx.Node]:
     """Nodes the graph must return: tensors that are not reloadable inputs, each once."""
-    tensors: list[TensorVariable] = []
+    tensors: list[TensorVariable | SymNodeVariable] = []
     seen: set[int] = set()
     for v in values:
         collect_tensors(v, tensors, seen)
@@ -80,13 +83,17 @@ def finish_graph(output: OutputGraph, out_nodes: list[torch.fx.Node]) -> Compile
     gm = torch.fx.GraphModule(output.root, graph, class_name="GraphModule")
     name = f"__compiled_fn_{next(_counter)}"
     gm.meta["graphjit_name"] = name
-    return CompiledGraph(name, gm, None, used)
+    return CompiledGraph(name, gm, None, used, output.fake_mode)
 
 
 def compile_graph(compiled: CompiledGraph, compiler_fn) -> None:
-    """Call the backend with ``(gm, example_inputs)`` (real tensors), as torch.compile does."""
-    example_inputs = [a.example for a in compiled.graph_args]
-    with tracing(TracingContext(FakeTensorMode())):
+    """Call the backend with ``(gm, example_inputs)`` as torch.compile does: real tensors,
+    and the SymInt/SymFloat of each unspecialized number; the tracing context holds the
+    trace's fake mode, so a backend that fakes the real tensors again gets the same
+    symbolic sizes."""
+    example_inputs = [a.example if isinstance(a.example, torch.Tensor) else a.node.meta["example_value"]
+                      for a in compiled.graph_args]
+    with tracing(TracingContext(compiled.fake_mode or FakeTensorMode())):
         fn = compiler_fn(compiled.gm, example_inputs)
     if not callable(fn):
         raise InternalError(f"backend returned a non-callable {type(fn).__name__}")

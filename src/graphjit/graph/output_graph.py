@@ -51,6 +51,8 @@ from ..variables.base import builder_for
 from ..variables.constant import is_constant_value
 from ..variables.dicts import GlobalsDictVariable
 from ..variables.random_values import Prologue, PrologueValueVariable, lift_to_graph
+from ..variables.sym_node import SymNodeVariable, as_known, is_symbolic
+from .shapes import CodeShapes, ShapeSource, new_shape_env, symbolic_context, symbolic_number
 from .side_effects import SideEffects
 
 _UNSAFE_CHARS = re.compile(r"[^0-9a-zA-Z_]+")
@@ -64,7 +66,8 @@ def _graph_name(source: Source) -> str:
 
 
 class GraphArg:
-    """One graph input: its source, the real tensor seen at trace time, its placeholder."""
+    """One graph input: its source, the real value (a tensor, or a number that is
+    symbolic in the graph) seen at trace time, its placeholder."""
 
     __slots__ = ("source", "example", "node")
 
@@ -78,9 +81,16 @@ class GraphArg:
 class OutputGraph:
     """The graph, fake mode, inputs and guards of one traced frame (plus inlined calls)."""
 
-    def __init__(self, f_globals: dict) -> None:
+    def __init__(self, f_globals: dict, shapes: CodeShapes | None = None) -> None:
         self.graph = torch.fx.Graph()
-        self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+        #: which sizes and numbers are symbolic (``None``: all static)
+        self.shapes = shapes
+        self.shape_env = new_shape_env()
+        self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True, shape_env=self.shape_env)
+        #: inputs with symbolic sizes or values: (fake tensor or SymInt/SymFloat, source)
+        self.symbolic_inputs: list[tuple[Any, Source]] = []
+        #: id(real tensor) -> its fake, for inputs with symbolic sizes
+        self.dynamic_tensors: dict[int, torch.Tensor] = {}
         self.f_globals = f_globals
         self.guards: dict[tuple, Guard] = {}
         self.graph_args: list[GraphArg] = []
@@ -168,7 +178,14 @@ class OutputGraph:
             where = self.graph.inserting_before(next(iter(self.graph.nodes), None))
         with where:
             node = self.graph.placeholder(name)
-        fake = self.fake_mode.from_tensor(tensor, static_shapes=True)
+        dims = self.shapes.dynamic_dims(tensor, source) if self.shapes is not None else None
+        if dims and any(dims):
+            fake = self.fake_mode.from_tensor(tensor, source=ShapeSource(source),
+                                              symbolic_context=symbolic_context(dims))
+            self.symbolic_inputs.append((fake, source))
+            self.dynamic_tensors[id(tensor)] = fake
+        else:
+            fake = self.fake_mode.from_tensor(tensor, static_shapes=True)
         node.meta["example_value"] = fake
         node.meta["source"] = source
         self.graph_args.append(GraphArg(source, tensor, node))
@@ -177,11 +194,34 @@ class OutputGraph:
         self._inputs_by_id[id(tensor)] = var
         return var
 
+    def number_is_dynamic(self, value: Any, source: Source) -> bool:
+        """Whether the number argument read through ``source`` is symbolic in this trace."""
+        return self.shapes is not None and type(value) in (int, float) \
+            and self.shapes.number_is_dynamic(value, source)
+
+    def add_number_input(self, value: int | float, source: Source) -> SymNodeVariable:
+        """The placeholder of an unspecialized number argument (a SymInt or SymFloat in
+        the graph; its value is passed on every call, so a new value does not recompile)."""
+        for arg in self.graph_args:
+            if arg.source == source:
+                return SymNodeVariable(arg.node, arg.node.meta["example_value"], source=source)
+        where = (self.graph.inserting_after(self.graph_args[-1].node) if self.graph_args
+                 else self.graph.inserting_before(next(iter(self.graph.nodes), None)))
+        with where:
+            node = self.graph.placeholder(_graph_name(source))
+        sym = symbolic_number(self.shape_env, value, source)
+        node.meta["source"] = source
+        self.symbolic_inputs.append((sym, source))
+        self.graph_args.append(GraphArg(source, value, node))
+        self.add_guard(source, GuardKind.TYPE_MATCH, type(value))
+        return SymNodeVariable(node, sym, source=source)
+
     def real_tensor(self, node: torch.fx.Node) -> torch.Tensor | None:
         """The real tensor behind a graph input or attribute node (``None`` for a tensor
         the graph computes)."""
         if node.op == "placeholder":
-            return next((a.example for a in self.graph_args if a.node is node), None)
+            return next((a.example for a in self.graph_args
+                         if a.node is node and isinstance(a.example, torch.Tensor)), None)
         if node.op == "get_attr":
             value: Any = self.root
             for part in node.target.split("."):
@@ -351,7 +391,11 @@ class OutputGraph:
         if isinstance(example, torch.Tensor):
             node.meta["example_value"] = example
             return TensorVariable(node, example)
-        if isinstance(example, (tuple, list)) and any(isinstance(e, torch.Tensor) for e in example):
+        if is_symbolic(example):
+            return SymNodeVariable(node, example)
+        example = as_known(example)
+        if isinstance(example, (tuple, list)) and any(isinstance(e, torch.Tensor) or is_symbolic(e)
+                                                      for e in example):
             node.meta["example_value"] = example
             items = []
             for i, e in enumerate(example):
@@ -359,7 +403,10 @@ class OutputGraph:
                     item = self.graph.create_node("call_function", operator.getitem, (node, i))
                     item.meta["example_value"] = e
                     items.append(TensorVariable(item, e))
-                elif is_constant_value(e):
+                elif is_symbolic(e):
+                    item = self.graph.create_node("call_function", operator.getitem, (node, i))
+                    items.append(SymNodeVariable(item, e))
+                elif is_constant_value(e := as_known(e)):
                     items.append(ConstantVariable(e))
                 else:
                     raise unsupported("unsupported operator output", f"{type(e).__name__} item")
@@ -377,12 +424,41 @@ class OutputGraph:
         raise unsupported("unsupported operator output",
                           f"{_target_name(op, target)} returned {type(example).__name__}")
 
+    def prune_unused_sizes(self, keep: list[torch.fx.Node]) -> None:
+        """Remove nodes that compute sizes or symbolic numbers nothing uses (a size read
+        only to decide a branch: the decision is a guard, not graph work)."""
+        keep_set = set(keep)
+        for node in reversed(list(self.graph.nodes)):
+            if node.op in ("call_function", "call_method") and not node.users and node not in keep_set \
+                    and _is_size_value(node.meta.get("example_value")):
+                self.graph.erase_node(node)
+
+    def unused_float_inputs(self) -> bool:
+        """Whether a symbolic float argument's placeholder has no users."""
+        return any(isinstance(a.node.meta.get("example_value"), torch.SymFloat) and not a.node.users
+                   for a in self.graph_args)
+
+    def pin_float_inputs(self) -> None:
+        """A backend could not keep this trace's symbolic floats symbolic (AOTAutograd's
+        tensorify pass asks for a restart): the next traces of this code specialize them."""
+        for value, source in self.symbolic_inputs:
+            if isinstance(value, torch.SymFloat) and self.shapes is not None:
+                self.shapes.pin(source)
+
     def count_calls(self) -> int:
         """Ops in the graph, not counting grad-mode toggles (a graph of only those is not
         compiled: the generated code sets the final grad mode itself)."""
         return sum(1 for n in self.graph.nodes
                    if n.op in ("call_function", "call_method", "call_module")
                    and n.target is not torch._C._set_grad_enabled)
+
+
+def _is_size_value(value) -> bool:
+    """A number, symbolic number, or tuple of them (``x.size()``): what size arithmetic
+    computes, never a tensor."""
+    if isinstance(value, (tuple, list)):
+        return all(_is_size_value(v) for v in value)
+    return isinstance(value, (int, float, bool, torch.SymInt, torch.SymFloat, torch.SymBool))
 
 
 def _leaf_forward(module, *args, **kwargs):
@@ -417,7 +493,7 @@ def _example(node: torch.fx.Node):
 
 def _to_node_arg(var: VariableTracker):
     """A tracker as an fx argument: nodes for tensors, values for constants."""
-    if isinstance(var, TensorVariable):
+    if isinstance(var, (TensorVariable, SymNodeVariable)):
         return var.node
     if isinstance(var, (TupleVariable, ListVariable)):
         items = [_to_node_arg(v) for v in var.items]

@@ -25,6 +25,7 @@ from typing import Any, Callable
 
 import torch
 
+from .shapes import ShapeGuards
 from ..sources import GuardScope
 from .guard import GlobalQuery, Guard, GuardKind
 
@@ -124,31 +125,74 @@ def _short(value: Any) -> str:
 
 
 def _tensor_parts(label: str, E, t: torch.Tensor, c: _Consts, strides: bool = True,
-                  keys: bool = True) -> list[GuardPart]:
+                  keys: bool = True, fake: torch.Tensor | None = None) -> list[GuardPart]:
     """TENSOR_MATCH's checks; ``E()`` writes the tensor's expression (once per use, so
-    common-subexpression elimination sees every read)."""
+    common-subexpression elimination sees every read).  ``fake``: the tensor's fake in a
+    trace where some of its sizes are symbolic; only its static sizes and strides are
+    checked here (the ShapeEnv's guards cover the symbolic ones)."""
     parts = [GuardPart(label, f"type({E()}) is {c.ref(type(t))}", f"type({E()})", type(t).__name__),
              GuardPart(label, f"{E()}.dtype is {c.ref(t.dtype)}", f"{E()}.dtype", str(t.dtype))]
     if t.device.type != "cpu":
         parts.append(GuardPart(label, f"{E()}.device == {c.ref(t.device)}", f"{E()}.device", str(t.device)))
-    parts += [GuardPart(label, f"{E()}.requires_grad is {t.requires_grad}", f"{E()}.requires_grad",
-                        str(t.requires_grad)),
-              GuardPart(label, f"{E()}.shape == {c.ref(t.shape)}", f"{E()}.shape", str(t.shape))]
+    parts.append(GuardPart(label, f"{E()}.requires_grad is {t.requires_grad}", f"{E()}.requires_grad",
+                           str(t.requires_grad)))
+    if fake is not None:
+        return parts + _dynamic_tensor_parts(label, E, fake, strides, c) + (
+            [_keys_part(label, E, t, c)] if keys else [])
+    parts.append(GuardPart(label, f"{E()}.shape == {c.ref(t.shape)}", f"{E()}.shape", str(t.shape)))
     if strides:
         parts.append(GuardPart(label, f"{E()}.stride() == {c.ref(t.stride())}", f"{E()}.stride()",
                                str(t.stride())))
     if keys:
-        keyset = torch._C._dispatch_keys(t)
-        parts.append(GuardPart(label, f"___dispatch_keys({E()}) == {c.ref(keyset)}",
-                               f"___dispatch_keys({E()})", str(keyset)))
+        parts.append(_keys_part(label, E, t, c))
     return parts
+
+
+def _keys_part(label: str, E, t: torch.Tensor, c: _Consts) -> GuardPart:
+    keyset = torch._C._dispatch_keys(t)
+    return GuardPart(label, f"___dispatch_keys({E()}) == {c.ref(keyset)}", f"___dispatch_keys({E()})", str(keyset))
+
+
+def _static(values) -> list:
+    """Each size as a number, where it is one: static, or symbolic but specialized by the
+    trace (``range(x.size(0))`` made it ``== 2``; the ShapeEnv leaves that check to
+    TENSOR_MATCH), else ``None``."""
+    return [v if isinstance(v, int) else int(v.node.expr) if v.node.expr.is_number else None
+            for v in values]
+
+
+def _dynamic_tensor_parts(label: str, E, fake: torch.Tensor, strides: bool, c: _Consts) -> list[GuardPart]:
+    """The rank, and each size (and stride) that is a number in ``fake``, by position:
+    ``x.dim() == 2 and x.size(1) == 8``."""
+    sizes = _static(fake.shape)
+    shown = str([s if s is not None else "*" for s in sizes]).replace("'", "")
+    checks = [f"{E()}.dim() == {len(sizes)}"] + [f"{E()}.size({i}) == {s}" for i, s in enumerate(sizes) if s is not None]
+    parts = [GuardPart(label, " and ".join(checks), f"{E()}.shape", shown)]
+    if strides:
+        known = _static(fake.stride())
+        checks = [f"{E()}.stride({i}) == {s}" for i, s in enumerate(known) if s is not None]
+        if checks:
+            shown = str([s if s is not None else "*" for s in known]).replace("'", "")
+            parts.append(GuardPart(label, " and ".join(checks), f"{E()}.stride()", shown))
+    return parts
+
+
+def _shape_parts(shape_guards: ShapeGuards | None, scope: GuardScope) -> list[GuardPart]:
+    """The ShapeEnv's guards (``2 <= x.size()[0]``), labelled as written with the
+    inputs' display names; a failure shows the values of the sizes it reads."""
+    if shape_guards is None:
+        return []
+    readable = shape_guards.render(lambda s: s.display())
+    exprs = shape_guards.render(lambda s: s.guard_expr(scope))
+    values = shape_guards.read_values(lambda s: s.guard_expr(scope))
+    return [GuardPart(f"shape {r}", e, v, "true") for r, e, v in zip(readable, exprs, values)]
 
 
 _HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
 
 
 def guard_expressions(guard: Guard, scope: GuardScope, c: _Consts,
-                      relaxed: frozenset[str] = frozenset()) -> list[GuardPart]:
+                      relaxed: frozenset[str] = frozenset(), fake=None) -> list[GuardPart]:
     k, v, label = guard.kind, guard.value, guard.label()
     if k is GuardKind.GLOBAL_STATE:
         call = f"{c.ref(v.fn, '___' + v.name)}({', '.join(repr(a) if type(a) in _SIMPLE_CONSTANTS else c.ref(a) for a in v.args)})"
@@ -195,7 +239,7 @@ def guard_expressions(guard: Guard, scope: GuardScope, c: _Consts,
         test = f"(({m} := {E()})." + f" or {m}.".join(_HOOK_DICTS) + ")"
         return [GuardPart(label, f"not {test}", f"bool({test})", "False")]
     if k is GuardKind.TENSOR_MATCH:
-        return _tensor_parts(label, E, v, c, "strides" not in relaxed, "keys" not in relaxed)
+        return _tensor_parts(label, E, v, c, "strides" not in relaxed, "keys" not in relaxed, fake)
     if k is GuardKind.OBJECT_ALIASING:
         return [GuardPart(label, f"{E()} is {guard.other.guard_expr(scope)}")]
     raise AssertionError(k)
@@ -235,7 +279,8 @@ def _order(g: Guard):
 
 
 def _collect_parts(ordered: list[Guard], scope: GuardScope, c: _Consts, fn, global_state,
-                   no_aliasing: bool, relaxed_tensors: dict, check_defaults: bool) -> list[GuardPart]:
+                   no_aliasing: bool, relaxed_tensors: dict, check_defaults: bool,
+                   dynamic_tensors: dict, shape_guards: ShapeGuards | None) -> list[GuardPart]:
     """Every check, cheapest first (see the module docstring)."""
     parts: list[GuardPart] = []
     if check_defaults:
@@ -253,7 +298,8 @@ def _collect_parts(ordered: list[Guard], scope: GuardScope, c: _Consts, fn, glob
     tensors = [g for g in ordered if g.kind is GuardKind.TENSOR_MATCH]
     for g in tensors:
         relaxed = relaxed_tensors.get(id(g.value), frozenset())
-        parts += guard_expressions(g, scope, c, relaxed)
+        parts += guard_expressions(g, scope, c, relaxed, dynamic_tensors.get(id(g.value)))
+    parts += _shape_parts(shape_guards, scope)
     for g in ordered:
         if g.kind in (GuardKind.OBJECT_ALIASING, GuardKind.NO_ALIASING):
             parts += guard_expressions(g, scope, c)
@@ -271,7 +317,8 @@ def build_guard_function(guards: list[Guard], code: types.CodeType, fn: types.Fu
                          global_state: list[GlobalQuery], no_aliasing: bool = True,
                          closure_arg: bool = False,
                          relaxed_tensors: dict[int, frozenset[str]] | None = None,
-                         check_defaults: bool = True) -> GuardFunction:
+                         check_defaults: bool = True, dynamic_tensors: dict | None = None,
+                         shape_guards: ShapeGuards | None = None) -> GuardFunction:
     """Compile ``guards`` (plus the global-state checks) into a :class:`GuardFunction`.
 
     With ``closure_arg`` the function's free variables are read from a keyword-only
@@ -280,7 +327,9 @@ def build_guard_function(guards: list[Guard], code: types.CodeType, fn: types.Fu
     ``relaxed_tensors`` maps ``id(tensor)`` to TENSOR_MATCH parts (``"strides"``,
     ``"keys"``) the compiled artifact does not depend on.  With ``check_defaults`` the
     guard also checks that ``fn.__defaults__``/``__kwdefaults__`` are still the ones the
-    guard's own signature was built with (the user may reassign them)."""
+    guard's own signature was built with (the user may reassign them).
+    ``dynamic_tensors`` maps ``id(tensor)`` to its fake where some sizes are symbolic;
+    ``shape_guards`` are the ShapeEnv's guards over those sizes and symbolic numbers."""
     relaxed_tensors = relaxed_tensors or {}
     closure_index = tuple((n, i) for i, n in enumerate(code.co_freevars)) if closure_arg else ()
     c = _Consts()
@@ -291,7 +340,8 @@ def build_guard_function(guards: list[Guard], code: types.CodeType, fn: types.Fu
 
     # containers are checked before their items (a key guard before an item's guard)
     ordered = sorted(guards, key=_order)
-    options = (fn, global_state, no_aliasing, relaxed_tensors, check_defaults)
+    options = (fn, global_state, no_aliasing, relaxed_tensors, check_defaults,
+               dynamic_tensors or {}, shape_guards)
     counting = scope(count=True)
     parts = _collect_parts(ordered, counting, c, *options)  # readable, one by one (why)
     fast = _collect_parts(ordered, scope(uses=counting.counts), c, *options)  # shared reads
@@ -300,6 +350,8 @@ def build_guard_function(guards: list[Guard], code: types.CodeType, fn: types.Fu
     helpers = {"___dispatch_keys": torch._C._dispatch_keys,
                "___object_getattribute": object.__getattribute__,
                "___G": fn.__globals__, "___self_fn": fn}
+    if shape_guards is not None:  # what the ShapeEnv's printer writes
+        helpers.update(math=math, sympy_floor=math.floor)
     cell_names = list(c.names) + list(helpers)
     free = [] if closure_arg else list(code.co_freevars)
     body = " and\n                ".join(f"({p.expr})" for p in fast) or "True"

@@ -16,6 +16,8 @@ import types
 from typing import Any, Callable
 
 import torch
+from torch._dynamo.exc import TensorifyScalarRestartAnalysis  # AOTAutograd's request to retrace
+from torch.fx.passes._tensorify_python_scalars import TensorifyState
 
 from .. import config
 from ..backends.registry import eager as eager_backend
@@ -35,6 +37,8 @@ from ..graph.compile import (
     prefix_instructions,
 )
 from ..graph.output_graph import OutputGraph
+from ..graph.shapes import ShapePolicy
+from ..guards.shapes import shape_guard_texts
 from ..guards.codegen import GuardFunction, build_guard_function
 from ..guards.guard import GuardKind, snapshot_global_state
 from ..sources import AttrSource, ChainedSource, GetItemSource, ObjectKey, module_attr_source
@@ -99,6 +103,7 @@ class Hooks:
     wrap_callable: Callable[[types.FunctionType], Callable]
     fullgraph: bool = False
     resolve: Callable[[Any], Any] | None = None  # the interceptor's resolver (eager code)
+    shapes: ShapePolicy | None = None  # dynamic= and the sizes seen per code object
 
 
 def bind_frame_locals(fn: types.FunctionType, args: tuple, kwargs: dict) -> dict[str, Any]:
@@ -133,7 +138,7 @@ def convert_frame(fn: types.FunctionType, args: tuple, kwargs: dict, hooks: Hook
     speculation: dict[int, Speculation] = {}
     f_args = (args, kwargs)
     for _ in range(MAX_RESTARTS):
-        output = OutputGraph(fn.__globals__)
+        output = OutputGraph(fn.__globals__, hooks.shapes.for_code(fn.__code__) if hooks.shapes else None)
         global_state = snapshot_global_state()
         tx = InstructionTranslator(fn.__code__, fn.__globals__, output, f_locals, fn.__closure__,
                                    speculation, hooks.fullgraph)
@@ -163,6 +168,12 @@ def build_entry(fn, tx: InstructionTranslator, output: OutputGraph, global_state
     # tensors the graph computes that key a set or dict: outputs, in case one escapes
     values += [output.key_trackers[id(k)] for k in output.node_keys.values()]
     out_nodes = graph_outputs_for(values)
+    output.prune_unused_sizes(out_nodes)
+    if hooks.compiler_fn is not eager_backend and output.unused_float_inputs():
+        # AOTAutograd makes every symbolic float of the ShapeEnv a tensor input, and asks
+        # for a retrace with those it cannot (one the graph never reads) specialized
+        output.pin_float_inputs()
+        raise RestartAnalysis()
     has_graph = output.count_calls() > 0 or bool(out_nodes)
     if bp is None and not has_graph and not output.side_effects and not output.prologue:
         # nothing for a graph: the frame runs as it is while the path it took holds (a
@@ -208,7 +219,12 @@ def build_entry(fn, tx: InstructionTranslator, output: OutputGraph, global_state
         _record_break(fn, bp)
     new_code = assemble(cg.instructions, code, **code_overrides(code, cg))
     for compiled in graphs:  # the code around the graph exists: now compile it
-        compile_graph(compiled, hooks.compiler_fn)
+        try:
+            compile_graph(compiled, hooks.compiler_fn)
+        except TensorifyScalarRestartAnalysis:  # the backend needs the floats specialized
+            TensorifyState.clear()
+            output.pin_float_inputs()
+            raise RestartAnalysis() from None
     new_fn = types.FunctionType(new_code, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
     new_fn.__kwdefaults__ = fn.__kwdefaults__
     new_fn.__qualname__ = fn.__qualname__
@@ -222,10 +238,13 @@ def _entry_guard(fn, output: OutputGraph, global_state, hooks: Hooks, closure_ar
     add_leaf_module_guards(output, tensors=not eager)
     add_no_aliasing_guards(output)
     add_key_identity_guards(output)
+    shape_guards = (shape_guard_texts(output.shape_env, output.symbolic_inputs)
+                    if output.symbolic_inputs else None)
     guard = build_guard_function(needed_guards(output), fn.__code__, fn, global_state,
                                  no_aliasing=not eager, closure_arg=closure_arg,
                                  relaxed_tensors=relaxed_tensor_checks(output, hooks),
-                                 check_defaults=not closure_arg)
+                                 check_defaults=not closure_arg,
+                                 dynamic_tensors=output.dynamic_tensors, shape_guards=shape_guards)
     if config.debug_checks and not closure_arg:
         _check_guard_holds(guard, fn, f_args)
     return guard, list(dict.fromkeys(p.label for p in guard.parts))

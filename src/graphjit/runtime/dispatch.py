@@ -26,6 +26,7 @@ import torch
 from .. import config
 from ..backends.registry import lookup_backend
 from ..diagnostics import logs
+from ..graph.shapes import ShapePolicy
 from ..exc import InternalError, Unsupported
 from ..variables.nn_module import has_hooks
 from ..variables.object_protocol import type_attr_raw
@@ -54,7 +55,7 @@ class CompileSession:
         self.interceptor = Interceptor(self.wrap_callable, self.wrap_callable, self.wrap_callable,
                                        lambda fn, module: CompiledFunction(fn, session=self))
         self.hooks = Hooks(self.compiler_fn, self.make_resume, self.wrap_callable, fullgraph,
-                           self.interceptor.resolve)
+                           self.interceptor.resolve, ShapePolicy(dynamic))
 
     def __repr__(self) -> str:
         return f"CompileSession(backend={self.backend!r}, fullgraph={self.fullgraph})"

@@ -1,7 +1,7 @@
 """VariableTrackers: the symbolic values of the translator (see ``base``).
 
 Modules, in layer order (each imports only those before it): ``base`` (tracker base,
-mutation types, lazy trackers, the builder registry) → ``constant`` → ``tensor`` →
+mutation types, lazy trackers, the builder registry) → ``constant`` → ``sym_node`` (symbolic numbers) → ``tensor`` →
 ``sequences``, ``dicts``, ``sets``, ``iterators`` (containers) → ``random_values`` → ``cells`` → ``functions``
 → ``exceptions`` → ``object_protocol``, ``instance_attrs``, ``dict_objects``, ``objects``,
 ``nn_module`` (Python objects) →
@@ -22,6 +22,7 @@ from .base import (
     is_new,
 )
 from .constant import ConstantVariable
+from .sym_node import SymNodeVariable
 from .tensor import TensorVariable
 from .sequences import BaseSequenceVariable, DequeVariable, ListVariable, SliceVariable, TupleVariable
 from .dicts import DictVariable, DictViewVariable

@@ -132,6 +132,14 @@ def builder_for(value: Any) -> BuilderFn:
     raise AssertionError(f"no builder for {type(value)}")  # object is registered
 
 
+_PROBING = [0]
+
+
+def probing() -> bool:
+    """True inside :meth:`VariableTracker.is_python_constant`'s probe."""
+    return _PROBING[0] > 0
+
+
 class VariableTracker(metaclass=TrackerMeta):
     """Base tracker; see the module docstring."""
 
@@ -158,10 +166,16 @@ class VariableTracker(metaclass=TrackerMeta):
         raise unsupported("unknown python type", repr(self))
 
     def is_python_constant(self) -> bool:
+        """Whether the value is a trace-time constant.  Probes ``as_python_constant()``
+        with :func:`probing` set: a symbolic number inside says no rather than
+        specializing the entry on its value."""
+        _PROBING[0] += 1
         try:
             self.as_python_constant()
         except Exception:
             return False
+        finally:
+            _PROBING[0] -= 1
         return True
 
     def as_python_constant(self) -> Any:

@@ -48,6 +48,7 @@ from .operators import binary_op, contains, unary_op
 from .random_values import PrologueValueVariable, derived_value
 from .sequences import BaseSequenceVariable, DequeVariable, ListVariable, SliceVariable, TupleVariable
 from .sets import SetVariable, other_operand
+from .sym_node import SymNodeVariable, specialized, sym_builtin
 
 _HANDLERS: dict[Any, Callable] = {}
 #: the in-place operator functions (``operator.iadd``...): a mutation of a list or set
@@ -135,6 +136,11 @@ def call_builtin(tx, fn, args: list, kwargs: dict) -> VariableTracker:
     if (fn in _ON_DRAWN_VALUES or getattr(fn, "__module__", None) == "math") and not kwargs and \
             any(isinstance(a, PrologueValueVariable) for a in args):
         return derived_value(tx, fn, args)
+    if not kwargs and any(isinstance(a, SymNodeVariable) for a in args):
+        result = sym_builtin(tx, fn, args)
+        if result is not None:
+            return result
+        args = specialized(args)  # what a builtin not modelled on symbols needs: the value
     handler = _HANDLERS.get(fn)
     if handler is not None:
         result = handler(tx, args, kwargs)
@@ -363,7 +369,7 @@ def _len(tx, args, kwargs):
     if obj.is_tensor():
         if obj.example_value.dim() == 0:
             raise observed(TypeError, "len() of a 0-d tensor")
-        return ConstantVariable(obj.example_value.shape[0])
+        return obj.call_method(tx, "__len__", [], {})  # symbolic where the size is
     if isinstance(obj, (BaseSequenceVariable, DictVariable, SetVariable, DictViewVariable)) or \
             isinstance(obj, UserObjectVariable):
         return obj.call_method(tx, "__len__", [], {})

@@ -83,6 +83,8 @@ class ConstantVariable(VariableTracker):
 @register_builder(*CONSTANT_TYPES)
 def _build_constant(tx, value, source):
     if source is not None:
+        if tx.output.number_is_dynamic(value, source):  # an unspecialized int/float argument
+            return tx.output.add_number_input(value, source)
         tx.output.add_guard(source, GuardKind.CONSTANT_MATCH, value)
     return ConstantVariable(value, source=source)
 

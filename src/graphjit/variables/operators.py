@@ -27,6 +27,7 @@ from .objects import UserObjectVariable
 from .random_values import PrologueValueVariable, derived_value
 from .sequences import BaseSequenceVariable, ListVariable, TupleVariable
 from .sets import SetVariable, other_keys
+from .sym_node import SymNodeVariable, specialized, sym_binary_op, sym_unary_op
 
 _INPLACE_TO_PLAIN = {
     operator.iadd: operator.add, operator.isub: operator.sub, operator.imul: operator.mul,
@@ -62,6 +63,12 @@ def binary_op(tx, op: Callable, left: VariableTracker, right: VariableTracker) -
         if not left.is_tensor() and op in _INPLACE_TO_PLAIN:
             op = _INPLACE_TO_PLAIN[op]
         return tx.output.call(tx, "call_function", op, [left, right], {})
+    if isinstance(left, SymNodeVariable) or isinstance(right, SymNodeVariable):
+        result = sym_binary_op(tx, op, left, right)
+        if result is not None:
+            return result
+        # not arithmetic on numbers (``[0] * n``): the value itself, guarded
+        left, right = specialized([left, right])
     if isinstance(left, UserObjectVariable) or isinstance(right, UserObjectVariable):
         return _object_op(tx, op, left, right)
     if isinstance(left, PrologueValueVariable) or isinstance(right, PrologueValueVariable):
@@ -216,6 +223,9 @@ def unary_op(tx, op: Callable, value: VariableTracker) -> VariableTracker:
         return ConstantVariable(not value.truthiness(tx))
     if isinstance(value, PrologueValueVariable):
         return derived_value(tx, op, [value])
+    if isinstance(value, SymNodeVariable):
+        result = sym_unary_op(tx, op, value)
+        return result if result is not None else VariableTracker.build(tx, op(value.evaluate()))
     if isinstance(value, UserObjectVariable):
         dunder = {operator.neg: "__neg__", operator.pos: "__pos__", operator.invert: "__invert__"}[op]
         return value.var_getattr(tx, dunder).call_function(tx, [], {})

@@ -18,6 +18,7 @@ from ..guards.guard import GuardKind
 from ..sources import AttrSource
 from .base import MethodVariable, VariableTracker, check_constant_args, register_builder
 from .constant import ConstantVariable
+from .sym_node import as_known, is_symbolic
 
 #: Tensor attributes that are trace-time constants, read from the fake tensor.
 CONSTANT_ATTRS = frozenset({
@@ -25,6 +26,9 @@ CONSTANT_ATTRS = frozenset({
     "is_quantized", "is_meta", "layout", "is_leaf", "is_complex_t", "itemsize", "nbytes",
     "is_mkldnn", "is_nested", "is_cpu",
 })
+
+#: Attributes that hold sizes (symbolic where a dimension is dynamic).
+SIZE_ATTRS = frozenset({"shape"})
 
 #: Tensor attributes that produce a new tensor (recorded as ``getattr`` nodes).
 TENSOR_ATTRS = frozenset({"T", "mT", "H", "mH", "real", "imag"})
@@ -58,6 +62,13 @@ DATA_DEPENDENT_METHODS = {
 }
 
 
+def has_symbolic(value) -> bool:
+    """A symbolic number, or a sequence holding one (``x.shape`` of a dynamic tensor)."""
+    if isinstance(value, (tuple, list)):
+        return any(is_symbolic(v) for v in value)
+    return is_symbolic(value)
+
+
 class TensorVariable(VariableTracker):
     """A tensor in the graph; ``node`` is its fx node, ``example_value`` its fake."""
 
@@ -83,7 +94,7 @@ class TensorVariable(VariableTracker):
 
     def _repr_body(self) -> str:
         ev = self._example
-        shape = "x".join(map(str, ev.shape)) or "scalar"
+        shape = "x".join(map(str, ev.shape)) or "scalar"  # symbolic sizes print as s0
         return f"{self.node.name}: {str(ev.dtype).removeprefix('torch.')}[{shape}]"
 
     def python_type(self) -> type:
@@ -113,7 +124,8 @@ class TensorVariable(VariableTracker):
         raise unsupported("not a constant", f"tensor {self.node.name} is not a Python constant")
 
     def unpack(self, tx) -> list[VariableTracker]:
-        n = self.example_value.shape[0] if self.example_value.dim() else None
+        # iterating needs the length itself (with a dynamic first dimension: guarded)
+        n = int(self.example_value.shape[0]) if self.example_value.dim() else None
         if n is None:
             raise unsupported("iteration over a 0-d tensor", self.node.name)
         return [tx.output.call(tx, "call_function", operator.getitem,
@@ -133,7 +145,10 @@ class TensorVariable(VariableTracker):
         ev = self.example_value
         self._note_metadata(name)
         if name in CONSTANT_ATTRS:
-            return ConstantVariable(getattr(ev, name))
+            value = getattr(ev, name)
+            if name in SIZE_ATTRS and has_symbolic(value):
+                return tx.output.call(tx, "call_method", "size", [self], {})
+            return ConstantVariable(value if name not in SIZE_ATTRS else as_known(value))
         if name in TENSOR_ATTRS:
             return tx.output.call(tx, "call_function", getattr, [self, ConstantVariable(name)], {})
         if name == "grad":
@@ -199,7 +214,12 @@ class TensorVariable(VariableTracker):
                     "the call runs in Python.")
         if name in CONSTANT_METHODS:
             consts, kconsts = check_constant_args(f"Tensor.{name}", args, kwargs)
-            return VariableTracker.build(tx, getattr(self.example_value, name)(*consts, **kconsts))
+            value = getattr(self.example_value, name)(*consts, **kconsts)
+            if has_symbolic(value):  # a size of a dynamic dimension: computed by the graph
+                if name == "__len__":
+                    return tx.output.call(tx, "call_method", "size", [self, ConstantVariable(0)], {})
+                return tx.output.call(tx, "call_method", name, [self, *args], kwargs)
+            return VariableTracker.build(tx, as_known(value))
         if name == "type":
             return self._type(tx, args, kwargs)
         if name == "new" and len(args) == 1 and not kwargs and args[0].is_python_constant() \

@@ -1,0 +1,160 @@
+"""Dynamic shapes: which sizes and numbers a trace keeps symbolic, and the guards that
+make such an entry exact.
+
+Policy (``graphjit.compile(dynamic=...)``, as torch.compile's):
+
+* ``dynamic=False``: every size and every ``int``/``float`` argument is a constant of
+  the entry (a new value recompiles); ``mark_dynamic`` dimensions are still symbolic.
+* ``dynamic=True``: every dimension of a tensor input and every ``int``/``float``
+  argument of the frame is symbolic from the first trace.
+* ``dynamic=None`` (automatic): a trace records, per code object (resume functions and
+  nested functions have their own), the sizes of each tensor input and the value of each
+  number argument it saw.  When a later trace of the same code sees another size in a
+  dimension (the first entry missed on it), that dimension is symbolic from then on; a
+  number argument seen with two values is symbolic from then on.  One recompile, then
+  one entry for all sizes.
+* ``mark_dynamic(t, d)`` / ``mark_static(t, d)`` (also torch's ``torch._dynamo``
+  marks) override the policy for one tensor's dimension.
+
+Sizes 0 and 1 are specialized by the ``ShapeEnv`` (as torch.compile's): a symbolic
+dimension's entry requires a size of at least 2.  Parameters and buffers of modules are
+not inputs (``get_attr``) and stay static.
+
+The guards that make such an entry exact come from the ShapeEnv (``guards/shapes.py``).
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+import torch
+from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
+
+from ..guards.shapes import ShapeSource
+from ..sources import LocalSource, Source
+
+#: a number argument seen with more than one value; one a backend needs specialized
+_VARIES = object()
+_PINNED = object()
+
+
+class ShapePolicy:
+    """A session's ``dynamic=`` setting and, per code object, the sizes and numbers its
+    traces saw (see the module docstring)."""
+
+    def __init__(self, dynamic: bool | None) -> None:
+        if dynamic not in (None, True, False):
+            raise TypeError(f"dynamic must be None, True or False, not {dynamic!r}")
+        self.dynamic = dynamic
+        self._seen: dict[types.CodeType, dict[str, Any]] = {}
+
+    def __repr__(self) -> str:
+        return f"ShapePolicy(dynamic={self.dynamic}, {len(self._seen)} code objects)"
+
+    def for_code(self, code: types.CodeType) -> "CodeShapes":
+        return CodeShapes(self, self._seen.setdefault(code, {}))
+
+
+class CodeShapes:
+    """The policy as it applies to one code object's traces."""
+
+    def __init__(self, policy: ShapePolicy, seen: dict[str, Any]) -> None:
+        self.policy, self.seen = policy, seen
+
+    def __repr__(self) -> str:
+        return f"CodeShapes(dynamic={self.policy.dynamic}, {len(self.seen)} values seen)"
+
+    def dynamic_dims(self, tensor: torch.Tensor, source: Source) -> list[bool]:
+        """For each dimension of ``tensor`` (read through ``source``): symbolic or not.
+        Records the sizes seen (automatic mode)."""
+        sizes = tuple(tensor.shape)
+        dynamic = self.policy.dynamic
+        if dynamic is True:
+            out = [True] * len(sizes)
+        else:
+            out = [False] * len(sizes)
+            key = "tensor " + source.display()
+            before = self.seen.get(key)
+            if before is None or len(before) != len(sizes):
+                self.seen[key] = sizes
+            else:
+                merged = tuple(b if b == s else None for b, s in zip(before, sizes))
+                self.seen[key] = merged
+                if dynamic is None:
+                    out = [m is None for m in merged]
+        marked = set(getattr(tensor, "_dynamo_dynamic_indices", ())) | \
+            set(getattr(tensor, "_graphjit_dynamic_dims", ()))
+        static = set(getattr(tensor, "_dynamo_static_indices", ())) | \
+            set(getattr(tensor, "_graphjit_static_dims", ()))
+        return [(d or i in marked) and i not in static for i, d in enumerate(out)]
+
+    def pin(self, source: Source) -> None:
+        """The number argument read through ``source`` stays a constant from now on."""
+        if isinstance(source, LocalSource):
+            self.seen["number " + source.local_name] = _PINNED
+
+    def number_is_dynamic(self, value: int | float, source: Source) -> bool:
+        """Whether a number argument of the frame is symbolic in this trace (records it)."""
+        if not isinstance(source, LocalSource) or source.kind != "fast":
+            return False
+        if self.seen.get("number " + source.local_name) is _PINNED:
+            return False
+        dynamic = self.policy.dynamic
+        if dynamic is not None:
+            return dynamic
+        key = "number " + source.local_name
+        before = self.seen.get(key, None)
+        if before is _VARIES:
+            return True
+        if before is None:
+            self.seen[key] = (type(value), value)
+            return False
+        if before == (type(value), value):
+            return False
+        self.seen[key] = _VARIES
+        return True
+
+
+def new_shape_env() -> ShapeEnv:
+    """The ShapeEnv of one trace (``.item()`` and data-dependent output shapes are graph
+    breaks, as torch.compile's defaults make them)."""
+    return ShapeEnv(allow_scalar_outputs=False, allow_dynamic_output_shape_ops=False)
+
+
+def symbolic_context(dims: list[bool]) -> StatelessSymbolicContext:
+    return StatelessSymbolicContext(
+        dynamic_sizes=[DimDynamic.DYNAMIC if d else DimDynamic.STATIC for d in dims],
+        constraint_sizes=[None] * len(dims))
+
+
+def symbolic_number(shape_env: ShapeEnv, value: int | float, source: Source):
+    """A SymInt/SymFloat standing for the number argument read through ``source``."""
+    shape_source = ShapeSource(source)
+    symbol = shape_env.create_unspecified_symbol(value, source=shape_source,
+                                                 dynamic_dim=DimDynamic.DYNAMIC)
+    if type(value) is int:
+        return shape_env.create_symintnode(symbol, hint=value, source=shape_source)
+    return shape_env.create_symfloatnode(symbol, hint=value, source=shape_source)
+
+
+def mark_dynamic(t: torch.Tensor, dim: int | list[int]) -> None:
+    """Make dimension ``dim`` of ``t`` symbolic in every trace that reads ``t`` (whatever
+    ``dynamic=`` says; a size of 0 or 1 is still specialized)."""
+    _mark(t, dim, "_graphjit_dynamic_dims")
+
+
+def mark_static(t: torch.Tensor, dim: int | list[int]) -> None:
+    """Keep dimension ``dim`` of ``t`` static (a new size recompiles), also with
+    ``dynamic=True`` or after it has changed."""
+    _mark(t, dim, "_graphjit_static_dims")
+
+
+def _mark(t: torch.Tensor, dim, attr: str) -> None:
+    dims = [dim] if isinstance(dim, int) else list(dim)
+    marks = set(getattr(t, attr, ()))
+    for d in dims:
+        if not -t.dim() <= d < t.dim():
+            raise IndexError(f"dimension {d} out of range for a tensor of {t.dim()} dimensions")
+        marks.add(d % t.dim())
+    setattr(t, attr, marks)

@@ -1,0 +1,200 @@
+"""Symbolic Python numbers: a size of a tensor with a dynamic dimension (``x.size(0)``),
+arithmetic on it, an unspecialized ``int``/``float`` argument, a comparison of them.
+
+A :class:`SymNodeVariable` is an fx node plus its example value, a ``torch.SymInt``,
+``SymFloat`` or ``SymBool`` of the trace's ``ShapeEnv`` (see ``graph/shapes.py``).
+
+* Arithmetic and comparisons with numbers or other symbolic values are graph nodes (the
+  ``operator`` functions as targets, as TorchDynamo writes them); the example value is
+  the same operation on the symbolic values, so the ShapeEnv knows what each node is.
+* Where Python needs the value itself (a branch, ``range``, an index into a list, a
+  constant a tracker must hold) the value is read from the symbolic one, and the ShapeEnv
+  records a guard: ``bool(s0 > 4)`` guards ``s0 > 4`` (or its negation), ``int(s0)``
+  guards ``s0 == 4``.  The entry is then valid exactly where that decision holds.
+* ``is_python_constant()`` is false unless the value is a constant expression: probing
+  must not specialize.  ``as_python_constant()`` specializes (with its guard).
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+
+import torch
+import torch.fx
+from torch.fx.experimental.symbolic_shapes import is_concrete_bool, is_concrete_float, is_concrete_int
+
+from ..exc import unsupported
+from .base import VariableTracker, probing
+from .constant import ConstantVariable
+
+SYM_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool)
+_PYTHON_TYPES = {torch.SymInt: int, torch.SymFloat: float, torch.SymBool: bool}
+
+
+_CONCRETE = {torch.SymInt: is_concrete_int, torch.SymFloat: is_concrete_float,
+             torch.SymBool: is_concrete_bool}
+
+
+def is_symbolic(value) -> bool:
+    """A SymInt/SymFloat/SymBool that is not a constant expression."""
+    return isinstance(value, SYM_TYPES) and not _CONCRETE[type(value)](value)
+
+
+def as_known(value):
+    """``value`` as a plain Python number where it is a constant expression (no guard:
+    nothing is decided by reading it)."""
+    if isinstance(value, SYM_TYPES) and not is_symbolic(value):
+        return _PYTHON_TYPES[type(value)](value)
+    return value
+
+
+class SymNodeVariable(VariableTracker):
+    """A symbolic number in the graph: ``node`` computes it, ``sym`` is its example."""
+
+    def __init__(self, node: torch.fx.Node, sym, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.node, self.sym = node, sym
+        node.meta["example_value"] = sym
+
+    @property
+    def example_value(self):
+        return self.sym
+
+    def _repr_body(self) -> str:
+        return f"{self.node.name}: {self.python_type().__name__} = {self.sym.node.expr}"
+
+    def python_type(self) -> type:
+        return _PYTHON_TYPES[type(self.sym)]
+
+    def identity(self):
+        return self.node
+
+    def is_python_constant(self) -> bool:
+        return False
+
+    def evaluate(self):
+        """The trace-time value; the ShapeEnv guards it (the entry specializes on it)."""
+        return self.python_type()(self.sym)
+
+    def as_python_constant(self):
+        if probing():
+            raise unsupported("symbolic value", repr(self), "Probing does not specialize.")
+        return self.evaluate()
+
+    def truthiness(self, tx) -> bool:
+        return bool(self.sym)
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        if name in _METHODS.get(self.python_type(), ()):
+            return _SymMethod(self, name)
+        raise unsupported("attribute of a symbolic number", f"{self.python_type().__name__}.{name}",
+                          "Only arithmetic, comparisons and conversions of sizes are traced.")
+
+    def reconstruct(self, cg) -> None:
+        name = cg.graph_outputs.get(self.node)
+        if name is not None:
+            cg.load_fast(name)
+        elif self.source is not None:
+            cg.extend(self.source.reconstruct())
+        else:
+            raise unsupported("cannot reconstruct", f"symbolic value {self.node.name} is not a graph output")
+
+
+#: methods of symbolic numbers
+_METHODS = {int: {"__index__", "__int__", "__float__"}, float: {"__int__", "__float__"}}
+
+
+class _SymMethod(VariableTracker):
+    """A bound method of a symbolic number (``n.__index__``)."""
+
+    def __init__(self, obj: SymNodeVariable, name: str) -> None:
+        super().__init__()
+        self.obj, self.name = obj, name
+
+    def _repr_body(self) -> str:
+        return f"{self.obj!r}.{self.name}"
+
+    def call_function(self, tx, args: list, kwargs: dict) -> VariableTracker:
+        if args or kwargs:
+            raise unsupported("method of a symbolic number with arguments", self.name)
+        if self.name == "__index__":
+            return self.obj
+        return sym_builtin(tx, int if self.name == "__int__" else float, [self.obj])
+
+
+def sym_call(tx, fn, args: list) -> VariableTracker:
+    """``fn(*args)`` on symbolic values and constants as one graph node (see the module
+    docstring; ``OutputGraph.wrap_result`` makes a constant result a constant)."""
+    return tx.output.call(tx, "call_function", fn, args, {})
+
+
+#: the operators a symbolic number supports, as graph targets
+SYM_BINARY_OPS = frozenset({
+    operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv,
+    operator.mod, operator.pow, operator.eq, operator.ne, operator.lt, operator.le,
+    operator.gt, operator.ge, operator.and_, operator.or_,
+})
+SYM_UNARY_OPS = frozenset({operator.neg, operator.pos, operator.abs})
+_INPLACE = {operator.iadd: operator.add, operator.isub: operator.sub, operator.imul: operator.mul,
+            operator.itruediv: operator.truediv, operator.ifloordiv: operator.floordiv,
+            operator.imod: operator.mod, operator.ipow: operator.pow,
+            operator.iand: operator.and_, operator.ior: operator.or_}
+
+
+def _is_number(var: VariableTracker) -> bool:
+    if isinstance(var, SymNodeVariable):
+        return True
+    return var.is_python_constant() and type(var.as_python_constant()) in (int, float, bool)
+
+
+def sym_binary_op(tx, op, left: VariableTracker, right: VariableTracker) -> VariableTracker | None:
+    """``op(left, right)`` where one side is symbolic: a graph node when both are numbers
+    and ``op`` is an arithmetic or comparison operator, else ``None`` (the caller
+    specializes the symbolic side)."""
+    op = _INPLACE.get(op, op)
+    if op in SYM_BINARY_OPS and _is_number(left) and _is_number(right):
+        return sym_call(tx, op, [left, right])
+    return None
+
+
+def sym_unary_op(tx, op, value: SymNodeVariable) -> VariableTracker | None:
+    return sym_call(tx, op, [value]) if op in SYM_UNARY_OPS else None
+
+
+def _int(x):
+    return x if isinstance(x, (int, torch.SymInt)) else torch.sym_int(x)
+
+
+def _float(x):
+    return torch.sym_float(x)
+
+
+_int.__module__ = _float.__module__ = "graphjit_runtime"
+
+#: builtins (and ``math`` functions) computed on symbolic numbers as graph nodes
+_SYM_BUILTINS = {int: _int, float: _float, abs: operator.abs, min: torch.sym_min, max: torch.sym_max,
+                 round: round, math.floor: math.floor, math.ceil: math.ceil, math.trunc: math.trunc,
+                 **{getattr(math, name[5:]): getattr(torch, name) for name in dir(torch)
+                    if name.startswith("_sym_") and hasattr(math, name[5:])}}
+
+
+def specialized(args: list) -> list:
+    """``args`` with each symbolic number replaced by its value (guarded)."""
+    return [ConstantVariable(a.evaluate()) if isinstance(a, SymNodeVariable) else a for a in args]
+
+
+def sym_builtin(tx, fn, args: list) -> VariableTracker | None:
+    """``fn(*args)`` with a symbolic argument as a graph node, or ``None`` (not modelled:
+    the caller specializes, :func:`specialized`)."""
+    target = _SYM_BUILTINS.get(fn)
+    if target is None or not all(_is_number(a) for a in args):
+        return None
+    if fn in (min, max):
+        if len(args) != 2:
+            return None
+    elif len(args) != 1:
+        return None
+    if fn is int and args[0].python_type() is int or fn is float and args[0].python_type() is float:
+        return args[0]
+    return sym_call(tx, target, args)
