@@ -7,7 +7,12 @@ Contract:
   a FakeTensor and ``meta["source"]`` its Source, and a TENSOR_MATCH guard.
 * Parameters and buffers of ``nn.Module``s and tensors created outside the graph without a
   source are ``get_attr`` nodes on ``self.root`` (the module the GraphModule is built on);
-  ``torch.nn`` modules called from traced code are ``call_module`` nodes.
+  a ``torch.nn`` leaf called from traced code is one node calling its class's ``forward``
+  (:func:`called_leaf_module` finds the module of such a node).
+* Sizes may be symbolic (``shape_env``; ``graph/shapes.py`` decides which): an input's fake
+  is made with symbolic dimensions, a number argument is a placeholder with a
+  ``SymInt``/``SymFloat`` example, and ops returning symbolic numbers give
+  ``SymNodeVariable``\ s.
 * :meth:`call` records one op: it runs the op on fake tensors (under the traced grad mode)
   to get the result's metadata, then wraps the result in trackers.  An op that needs data
   values (``nonzero``, ``item``) is a graph break.  An op that returns one of its inputs
