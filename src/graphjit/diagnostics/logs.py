@@ -14,6 +14,17 @@ log = logging.getLogger("graphjit")
 _handler: logging.Handler | None = None
 
 
+class _StderrHandler(logging.Handler):
+    """Writes each message to ``sys.stderr`` as it is when the message is logged (a
+    redirected or captured stderr gets it; a handler made once would keep the first)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            sys.stderr.write(self.format(record) + "\n")
+        except Exception:  # noqa: BLE001  (logging must not raise into the program)
+            self.handleError(record)
+
+
 def set_logs(spec: str | list[str] | tuple[str, ...] | None = None, **flags: bool) -> None:
     """Enable artifacts: ``set_logs("graph_code,guards")`` or ``set_logs(guards=True)``;
     ``set_logs("")`` turns all off."""
@@ -27,11 +38,12 @@ def set_logs(spec: str | list[str] | tuple[str, ...] | None = None, **flags: boo
     _enabled.clear()
     _enabled.update(names)
     if _enabled and _handler is None:
-        _handler = logging.StreamHandler(sys.stderr)
+        _handler = _StderrHandler()
         _handler.setFormatter(logging.Formatter("%(message)s"))
         log.addHandler(_handler)
-        log.setLevel(logging.INFO)
         log.propagate = False
+    if _enabled and not log.isEnabledFor(logging.INFO):  # (a caller may have reset the level)
+        log.setLevel(logging.INFO)
 
 
 def enabled(artifact: str) -> bool:
