@@ -92,13 +92,19 @@ class SymNodeVariable(VariableTracker):
                           "Only arithmetic, comparisons and conversions of sizes are traced.")
 
     def reconstruct(self, cg) -> None:
-        name = cg.graph_outputs.get(self.node)
-        if name is not None:
-            cg.load_fast(name)
-        elif self.source is not None:
-            cg.extend(self.source.reconstruct())
-        else:
-            raise unsupported("cannot reconstruct", f"symbolic value {self.node.name} is not a graph output")
+        reconstruct_graph_value(cg, self, "symbolic value")
+
+
+def reconstruct_graph_value(cg, var, what: str) -> None:
+    """Push the value of ``var`` (a tracker with a ``node``): the graph's output for it,
+    or, for a graph input, its source."""
+    name = cg.graph_outputs.get(var.node)
+    if name is not None:
+        cg.load_fast(name)
+    elif var.source is not None:
+        cg.extend(var.source.reconstruct())
+    else:
+        raise unsupported("cannot reconstruct", f"{what} {var.node.name} is not a graph output")
 
 
 #: methods of symbolic numbers

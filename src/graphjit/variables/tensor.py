@@ -18,7 +18,7 @@ from ..guards.guard import GuardKind
 from ..sources import AttrSource
 from .base import MethodVariable, VariableTracker, check_constant_args, register_builder
 from .constant import ConstantVariable
-from .sym_node import as_known, is_symbolic
+from .sym_node import as_known, is_symbolic, reconstruct_graph_value
 
 #: Tensor attributes that are trace-time constants, read from the fake tensor.
 CONSTANT_ATTRS = frozenset({
@@ -132,13 +132,7 @@ class TensorVariable(VariableTracker):
                                [self, ConstantVariable(i)], {}) for i in range(n)]
 
     def reconstruct(self, cg) -> None:
-        name = cg.graph_outputs.get(self.node)
-        if name is not None:
-            cg.load_fast(name)
-        elif self.source is not None:
-            cg.extend(self.source.reconstruct())
-        else:
-            raise unsupported("cannot reconstruct", f"tensor {self.node.name} is not a graph output")
+        reconstruct_graph_value(cg, self, "tensor")
 
     # -- attributes and methods ----------------------------------------------------------
     def var_getattr(self, tx, name: str) -> VariableTracker:
