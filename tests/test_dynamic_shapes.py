@@ -224,3 +224,19 @@ def test_resume_functions_are_dynamic_too(capsys):
 def test_dynamic_must_be_a_bool_or_none():
     with pytest.raises(TypeError):
         graphjit.compile(add_two, backend="eager", dynamic="yes")
+
+
+@pytest.mark.slow
+def test_inductor_runs_symbolic_sizes_and_keeps_floats_constant():
+    graphjit.reset()
+    cnt, be = counting_backend("inductor")
+    compiled = graphjit.compile(flatten_scale, backend=be, dynamic=True)
+    for x, y in _batches()[:3]:
+        torch.testing.assert_close(compiled(x, y), flatten_scale(x, y))
+    assert cnt.frame_count == 1
+    # inductor cannot take a SymFloat input: float arguments stay constants (a recompile
+    # per value) rather than fail
+    compiled = graphjit.compile(scaled, backend="inductor")
+    x = _r(3, 3)
+    for i in range(3):
+        torch.testing.assert_close(compiled(x, 0.5 + i), scaled(x, 0.5 + i))

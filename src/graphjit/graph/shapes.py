@@ -43,10 +43,13 @@ class ShapePolicy:
     """A session's ``dynamic=`` setting and, per code object, the sizes and numbers its
     traces saw (see the module docstring)."""
 
-    def __init__(self, dynamic: bool | None) -> None:
+    def __init__(self, dynamic: bool | None, symbolic_floats: bool = True) -> None:
         if dynamic not in (None, True, False):
             raise TypeError(f"dynamic must be None, True or False, not {dynamic!r}")
         self.dynamic = dynamic
+        #: whether float arguments may be symbolic (inductor's C++ code cannot take a
+        #: SymFloat input: TorchDynamo passes it as a tensor, which graphjit does not yet)
+        self.symbolic_floats = symbolic_floats
         self._seen: dict[types.CodeType, dict[str, Any]] = {}
 
     def __repr__(self) -> str:
@@ -97,6 +100,8 @@ class CodeShapes:
     def number_is_dynamic(self, value: int | float, source: Source) -> bool:
         """Whether a number argument of the frame is symbolic in this trace (records it)."""
         if not isinstance(source, LocalSource) or source.kind != "fast":
+            return False
+        if type(value) is float and not self.policy.symbolic_floats:
             return False
         if self.seen.get("number " + source.local_name) is _PINNED:
             return False

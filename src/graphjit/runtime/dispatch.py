@@ -55,7 +55,8 @@ class CompileSession:
         self.interceptor = Interceptor(self.wrap_callable, self.wrap_callable, self.wrap_callable,
                                        lambda fn, module: CompiledFunction(fn, session=self))
         self.hooks = Hooks(self.compiler_fn, self.make_resume, self.wrap_callable, fullgraph,
-                           self.interceptor.resolve, ShapePolicy(dynamic))
+                           self.interceptor.resolve,
+                           ShapePolicy(dynamic, symbolic_floats=backend != "inductor"))
 
     def __repr__(self) -> str:
         return f"CompileSession(backend={self.backend!r}, fullgraph={self.fullgraph})"
