@@ -114,14 +114,15 @@ def test_equal_sizes_are_guarded_equal():
     assert _run(add_two, calls, dynamic=True) == (2, 1)
 
 
-def test_mark_dynamic_without_a_recompile():
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_mark_dynamic_without_a_recompile(backend):
     calls = []
     for n in (3, 5, 7):
         x, y = _r(n, 4), _r(n, 2, 2)
         graphjit.mark_dynamic(x, 0)
         graphjit.mark_dynamic(y, [0])  # y's batch too: it is added to x's
         calls.append((x, y))
-    assert _run(flatten_scale, calls, dynamic=False) == (1, 0)
+    assert _run(flatten_scale, calls, backend, dynamic=False) == (1, 0)
 
 
 def test_a_marked_dimension_tied_to_a_static_one_is_specialized():

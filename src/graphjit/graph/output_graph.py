@@ -175,14 +175,6 @@ class OutputGraph:
             if known.source != source:
                 self.add_guard(source, GuardKind.OBJECT_ALIASING, other=known.source)
             return TensorVariable(known.node, known._example, source=source)
-        name = _graph_name(source)
-        # placeholders stay first and in the order inputs were read
-        if self.graph_args:
-            where = self.graph.inserting_after(self.graph_args[-1].node)
-        else:
-            where = self.graph.inserting_before(next(iter(self.graph.nodes), None))
-        with where:
-            node = self.graph.placeholder(name)
         dims = self.shapes.dynamic_dims(tensor, source) if self.shapes is not None else None
         if dims and any(dims):
             fake = self.fake_mode.from_tensor(tensor, source=ShapeSource(source),
@@ -191,9 +183,7 @@ class OutputGraph:
             self.dynamic_tensors[id(tensor)] = fake
         else:
             fake = self.fake_mode.from_tensor(tensor, static_shapes=True)
-        node.meta["example_value"] = fake
-        node.meta["source"] = source
-        self.graph_args.append(GraphArg(source, tensor, node))
+        node = self._new_input(source, tensor, fake)
         self.add_guard(source, GuardKind.TENSOR_MATCH, tensor)
         var = TensorVariable(node, fake, source=source)
         self._inputs_by_id[id(tensor)] = var
@@ -207,17 +197,12 @@ class OutputGraph:
     def add_number_input(self, value: int | float, source: Source) -> SymNodeVariable:
         """The placeholder of an unspecialized number argument (a SymInt or SymFloat in
         the graph; its value is passed on every call, so a new value does not recompile)."""
-        for arg in self.graph_args:
-            if arg.source == source:
-                return SymNodeVariable(arg.node, arg.node.meta["example_value"], source=source)
-        where = (self.graph.inserting_after(self.graph_args[-1].node) if self.graph_args
-                 else self.graph.inserting_before(next(iter(self.graph.nodes), None)))
-        with where:
-            node = self.graph.placeholder(_graph_name(source))
+        known = self._input_node(source)
+        if known is not None:
+            return SymNodeVariable(known, known.meta["example_value"], source=source)
         sym = symbolic_number(self.shape_env, value, source)
-        node.meta["source"] = source
+        node = self._new_input(source, value, sym)
         self.symbolic_inputs.append((sym, source))
-        self.graph_args.append(GraphArg(source, value, node))
         self.add_guard(source, GuardKind.TYPE_MATCH, type(value))
         return SymNodeVariable(node, sym, source=source)
 
@@ -237,19 +222,31 @@ class OutputGraph:
     def add_prologue_input(self, var: VariableTracker, dtype: torch.dtype, source: Source) -> TensorVariable:
         """The placeholder for a prologue value as a 0-d tensor of ``dtype`` (one per value
         and dtype; not guarded: the value is computed after the guards, every call)."""
-        for arg in self.graph_args:
-            if arg.source == source:
-                return TensorVariable(arg.node, arg.node.meta["example_value"], source=source)
-        where = (self.graph.inserting_after(self.graph_args[-1].node) if self.graph_args
-                 else self.graph.inserting_before(next(iter(self.graph.nodes), None)))
-        with where:
-            node = self.graph.placeholder(_graph_name(source))
+        known = self._input_node(source)
+        if known is not None:
+            return TensorVariable(known, known.meta["example_value"], source=source)
         example = torch.scalar_tensor(1, dtype=dtype)
         fake = self.fake_mode.from_tensor(example, static_shapes=True)
-        node.meta["example_value"] = fake
+        return TensorVariable(self._new_input(source, example, fake), fake, source=source)
+
+    def _input_node(self, source: Source) -> torch.fx.Node | None:
+        """The placeholder already read through ``source``, if any."""
+        return next((arg.node for arg in self.graph_args if arg.source == source), None)
+
+    def _new_input(self, source: Source, real: Any, example: Any) -> torch.fx.Node:
+        """A new placeholder for the value read through ``source`` (``real`` at trace
+        time, ``example`` its fake or symbolic stand-in).  Placeholders stay first, in the
+        order inputs were read."""
+        if self.graph_args:
+            where = self.graph.inserting_after(self.graph_args[-1].node)
+        else:
+            where = self.graph.inserting_before(next(iter(self.graph.nodes), None))
+        with where:
+            node = self.graph.placeholder(_graph_name(source))
+        node.meta["example_value"] = example
         node.meta["source"] = source
-        self.graph_args.append(GraphArg(source, example, node))
-        return TensorVariable(node, fake, source=source)
+        self.graph_args.append(GraphArg(source, real, node))
+        return node
 
     def add_attr(self, value: Any, hint: str) -> str:
         """Register a parameter, buffer, constant tensor or module on the root; its name."""
