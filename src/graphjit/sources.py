@@ -309,3 +309,10 @@ def module_attr_source(base: Source, attr: str, kind: str) -> Source:
     ``_parameters`` or ``_buffers`` (``kind``): read straight from that dict, which is
     what ``Module.__getattr__`` does, without the cost of calling it in guards."""
     return GetItemSource(AttrSource(base, kind), attr)
+
+
+def is_module_tensor_source(source: Source) -> bool:
+    """Is ``source`` a parameter or buffer read from a module's registry (such tensors
+    keep static sizes, as torch.compile keeps them)?"""
+    return isinstance(source, GetItemSource) and isinstance(source.base, AttrSource) \
+        and source.base.attr in ("_parameters", "_buffers")

@@ -213,8 +213,15 @@ class BreakCodegen:
             self.cg.call(1)
             return True
         if isinstance(var, NNModuleVariable) and var.source is not None and not is_leaf_module(var.value):
-            # the module object is guarded by identity: call it through graphjit
-            self.cg.load_const(self.wrap_callable(var.value))
+            if var.specialized:  # the module object is guarded by identity: call it through graphjit
+                self.cg.load_const(self.wrap_callable(var.value))
+                return True
+            # a generic module: the entry serves other instances, so the wrapper of the
+            # one the frame holds is looked up when the code runs
+            self.cg.push_null()
+            self.cg.load_const(self.resolve if self.resolve is not None else self.wrap_callable)
+            self.cg.reconstruct(var)
+            self.cg.call(1)
             return True
         return False
 

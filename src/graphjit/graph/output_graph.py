@@ -42,7 +42,7 @@ from torch._subclasses.fake_tensor import (
 
 from ..exc import ObservedException, unsupported
 from ..guards.guard import Guard, GuardKind
-from ..sources import ConstSource, LocalSource, Source
+from ..sources import ConstSource, LocalSource, Source, is_module_tensor_source
 from ..variables import (
     ConstantVariable,
     LazyVariableTracker,
@@ -175,7 +175,9 @@ class OutputGraph:
             if known.source != source:
                 self.add_guard(source, GuardKind.OBJECT_ALIASING, other=known.source)
             return TensorVariable(known.node, known._example, source=source)
-        dims = self.shapes.dynamic_dims(tensor, source) if self.shapes is not None else None
+        dims = None
+        if self.shapes is not None and not is_module_tensor_source(source):
+            dims = self.shapes.dynamic_dims(tensor, source)
         if dims and any(dims):
             fake = self.fake_mode.from_tensor(tensor, source=ShapeSource(source),
                                               symbolic_context=symbolic_context(dims))
@@ -188,6 +190,11 @@ class OutputGraph:
         var = TensorVariable(node, fake, source=source)
         self._inputs_by_id[id(tensor)] = var
         return var
+
+    def module_is_generic(self, module: torch.nn.Module, source: Source) -> bool:
+        """Whether the module read through ``source`` is generic (guarded by type, its
+        tensors graph inputs) rather than specialized (see ``graph/shapes.py``)."""
+        return self.shapes is not None and self.shapes.module_is_generic(module, source)
 
     def number_is_dynamic(self, value: Any, source: Source) -> bool:
         """Whether the number argument read through ``source`` is symbolic in this trace."""

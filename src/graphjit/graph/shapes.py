@@ -21,6 +21,17 @@ dimension's entry requires a size of at least 2.  Parameters and buffers of modu
 not inputs (``get_attr``) and stay static.
 
 The guards that make such an entry exact come from the ShapeEnv (``guards/shapes.py``).
+
+The same per-code record decides whether the modules a trace reaches through the
+frame's locals are *specialized* (guarded by identity; their parameters are graph
+attributes) or *generic* (guarded by type and by the attributes read; parameters and
+buffers are graph inputs, so one entry serves every instance of the class, as
+torch.compile's inlined modules do).  Specialized is the default: the cheapest guards for
+a function called with one model.  A code object switches to generic when a module local
+is seen holding a second instance of its class (the layers of a model calling one
+``forward``), or from the start when it is marked so (:meth:`CodeShapes.make_modules_generic`:
+a module's ``forward`` called from Python for many instances, and resume functions of a
+generic trace).
 """
 
 from __future__ import annotations
@@ -37,6 +48,8 @@ from ..sources import LocalSource, Source
 #: a number argument seen with more than one value; one a backend needs specialized
 _VARIES = object()
 _PINNED = object()
+#: the key of a code object's module mode in its record (present: generic)
+_GENERIC_MODULES = "generic modules"
 
 
 class ShapePolicy:
@@ -91,6 +104,31 @@ class CodeShapes:
         static = set(getattr(tensor, "_dynamo_static_indices", ())) | \
             set(getattr(tensor, "_graphjit_static_dims", ()))
         return [(d or i in marked) and i not in static for i, d in enumerate(out)]
+
+    # -- modules --------------------------------------------------------------------------
+    @property
+    def modules_generic(self) -> bool:
+        """Whether modules reached through the frame's locals are generic in this trace."""
+        return _GENERIC_MODULES in self.seen
+
+    def make_modules_generic(self) -> None:
+        self.seen[_GENERIC_MODULES] = True
+
+    def module_is_generic(self, module: torch.nn.Module, source: Source) -> bool:
+        """Whether ``module``, read through ``source``, is generic in this trace.  A
+        module held directly by a local is recorded: another instance of the same class
+        there later makes the code generic (the trace seeing it is the first generic one)."""
+        root = source.root()
+        if not isinstance(root, LocalSource):
+            return False
+        if not self.modules_generic and source is root:
+            key = "module " + root.local_name
+            before = self.seen.get(key)
+            if before is None:
+                self.seen[key] = (type(module), id(module))
+            elif before[0] is type(module) and before[1] != id(module):
+                self.make_modules_generic()
+        return self.modules_generic
 
     def pin(self, source: Source) -> None:
         """The number argument read through ``source`` stays a constant from now on."""

@@ -158,6 +158,14 @@ def convert_frame(fn: types.FunctionType, args: tuple, kwargs: dict, hooks: Hook
     raise InternalError(f"{fn.__qualname__}: tracing restarted more than {MAX_RESTARTS} times")
 
 
+def _resume(hooks: Hooks, output: OutputGraph, code: types.CodeType, fn: types.FunctionType):
+    """The dispatcher of a resume function of this trace; it treats modules as
+    generic when the trace did (it is called with whatever instance the frame had)."""
+    if output.shapes is not None and output.shapes.modules_generic:
+        hooks.shapes.for_code(code).make_modules_generic()
+    return hooks.make_resume(code, fn.__globals__, class_closure(fn))
+
+
 def build_entry(fn, tx: InstructionTranslator, output: OutputGraph, global_state, hooks: Hooks,
                 closure_arg: bool = False, f_args=((), {})):
     """Compile the graph and generate the transformed function for a finished trace."""
@@ -214,7 +222,7 @@ def build_entry(fn, tx: InstructionTranslator, output: OutputGraph, global_state
         output.side_effects.codegen(cg)
         cg.return_value()
     else:
-        BreakCodegen(tx, cg, lambda c: hooks.make_resume(c, fn.__globals__, class_closure(fn)),
+        BreakCodegen(tx, cg, lambda c: _resume(hooks, output, c, fn),
                      hooks.wrap_callable, output.side_effects, hooks.resolve).emit(bp)
         _record_break(fn, bp)
     new_code = assemble(cg.instructions, code, **code_overrides(code, cg))

@@ -53,7 +53,7 @@ class CompileSession:
             weakref.WeakKeyDictionary()
         self._nested: dict[types.CodeType, NestedDispatcher] = {}
         self.interceptor = Interceptor(self.wrap_callable, self.wrap_callable, self.wrap_callable,
-                                       lambda fn, module: CompiledFunction(fn, session=self))
+                                       lambda fn, module: self.module_method(fn))
         self.hooks = Hooks(self.compiler_fn, self.make_resume, self.wrap_callable, fullgraph,
                            self.interceptor.resolve,
                            ShapePolicy(dynamic, symbolic_floats=backend != "inductor"))
@@ -76,7 +76,12 @@ class CompileSession:
     def wrap_callable(self, fn):
         """The compiled stand-in for a user function, user module, or the code of nested
         functions, called at a graph break (there is no frame hook to compile the callee
-        when Python calls it)."""
+        when Python calls it).  Their traces treat modules as generic (see
+        ``graph/shapes.py``): one function serves the many instances Python calls it
+        with (the layers of a model calling one ``forward``)."""
+        code = fn.__code__ if isinstance(fn, types.FunctionType) else fn
+        if isinstance(code, types.CodeType):
+            self.hooks.shapes.for_code(code).make_modules_generic()
         if isinstance(fn, types.CodeType):
             nd = self._nested.get(fn)
             if nd is None:
@@ -87,10 +92,19 @@ class CompileSession:
             if isinstance(fn, torch.nn.Module):
                 raw = type_attr_raw(type(fn), "forward")
                 static = isinstance(raw, staticmethod)
-                forward = CompiledFunction(raw.__func__ if static else type(fn).forward, session=self)
+                forward = self.module_method(raw.__func__ if static else type(fn).forward)
                 cf = self._wrapped[fn] = ModuleCall(fn, forward, self.interceptor, static)
             else:
                 cf = self._wrapped[fn] = CompiledFunction(fn, session=self, only_with_tensors=True)
+        return cf
+
+    def module_method(self, fn: types.FunctionType) -> "CompiledFunction":
+        """A module method (its ``forward``) called from Python: one compiled function
+        for every instance that has it, its traces treating modules as generic."""
+        self.hooks.shapes.for_code(fn.__code__).make_modules_generic()
+        cf = self._wrapped.get(fn)
+        if cf is None:
+            cf = self._wrapped[fn] = CompiledFunction(fn, session=self)
         return cf
 
 
@@ -187,10 +201,10 @@ TRANSPARENT_CODES.add(call_object.__code__)
 
 class ModuleCall:
     """A module called at a graph break (the call itself broke: compiling the call again
-    would break again) or from eager code: its class's ``forward``, compiled for this
-    instance, when ``Module.__call__`` would run nothing else (no hooks, no ``forward`` on
-    the instance, no ``__call__`` override); otherwise the module's call path runs in
-    Python with its calls intercepted (hooks and ``forward`` compiled)."""
+    would break again) or from eager code: its class's ``forward``, compiled once for all
+    its instances, when ``Module.__call__`` would run nothing else (no hooks, no
+    ``forward`` on the instance, no ``__call__`` override); otherwise the module's call
+    path runs in Python with its calls intercepted (hooks and ``forward`` compiled)."""
 
     _graphjit_runtime = True
 

@@ -9,10 +9,10 @@ by ``bytecode/intercept.py``: before each call, the callable goes through
 * for a Python function the trace rules say to compile: its compiled stand-in (one cache
   per function; per *code object* for functions made by a ``def`` inside another
   function, whose guards read the closure);
-* for a bound method: the same, bound to its ``self`` (per instance when ``self`` is an
-  ``nn.Module``, whose identity the entries guard);
+* for a bound method: the same, bound to its ``self`` (when ``self`` is an ``nn.Module``,
+  one compiled function serves every instance, its traces treating modules as generic);
 * for an ``nn.Module`` other than a ``torch.nn`` leaf: a call that runs the module's call
-  path (hooks included) with its ``forward`` compiled per instance;
+  path (hooks included) with its class's ``forward`` compiled (shared, likewise);
 * for a generator function or a ``graphjit.skip``-ped one: a copy of it whose own calls
   are intercepted;
 * anything else (builtins, C functions, torch ops, classes, skipped files): itself.

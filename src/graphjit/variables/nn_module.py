@@ -107,13 +107,26 @@ def has_hooks(module: torch.nn.Module) -> bool:
 
 
 class NNModuleVariable(UserObjectVariable):
-    """An ``nn.Module`` that existed before tracing."""
+    """An ``nn.Module`` that existed before tracing.  ``specialized``: guarded by
+    identity, its parameters graph attributes and its ``torch.nn`` leaves one node;
+    otherwise *generic* (guarded by type, every tensor it holds a graph input, every
+    ``forward`` inlined), so the entry serves any instance of the class (see
+    ``graph/shapes.py`` for which one a trace uses)."""
+
+    def __init__(self, value, *, specialized: bool = True, **kwargs) -> None:
+        super().__init__(value, **kwargs)
+        self.specialized = specialized
+
+    def _repr_body(self) -> str:
+        return super()._repr_body() + ("" if self.specialized else ", generic")
 
     def _hint(self, name: str = "") -> str:
         base = self.source.display() if self.source is not None else type(self.value).__name__
         return f"{base}_{name}" if name else base
 
     def as_python_constant(self):
+        if not self.specialized:  # the entry serves other instances: not a constant
+            return super().as_python_constant()
         return self.value
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
@@ -145,7 +158,7 @@ class NNModuleVariable(UserObjectVariable):
                 if kind == "_modules":
                     sub_src = module_attr_source(src, name, kind) if src is not None else None
                     return VariableTracker.build(tx, table[name], sub_src)
-                return _member(tx, table[name], src, kind, name, self._hint(name))
+                return _member(tx, table[name], src, kind, name, self._hint(name), self.specialized)
             if src is not None:  # its absence decides: a later registration must recompile
                 tx.output.add_guard(AttrSource(src, kind), GuardKind.DICT_CONTAINS, (name, False))
         raise observed(AttributeError, f"'{type(m).__name__}' object has no attribute '{name}'")
@@ -239,7 +252,7 @@ class NNModuleVariable(UserObjectVariable):
                 if value is None or (dedupe and id(value) in seen):
                     continue
                 seen.add(id(value))
-                var = _member(tx, value, src, kind, key, f"{src.display()}_{key}")
+                var = _member(tx, value, src, kind, key, f"{src.display()}_{key}", self.specialized)
                 items.append(TupleVariable([ConstantVariable(path + ("." if path else "") + key), var])
                              if named else var)
         return ListIteratorVariable(items, origin=TupleVariable(items))
@@ -332,7 +345,7 @@ class NNModuleVariable(UserObjectVariable):
 
     def _is_leaf_call(self, forward: VariableTracker) -> bool:
         m = self.value
-        return (is_leaf_module(m) and isinstance(forward, UserMethodVariable)
+        return (self.specialized and is_leaf_module(m) and isinstance(forward, UserMethodVariable)
                 and forward.fn_var.as_python_constant() is proto.type_attr_raw(type(m), "forward"))
 
     def _call_leaf(self, tx, args, kwargs, hooks_traced: bool) -> VariableTracker:
@@ -352,6 +365,9 @@ def _is_none(var: VariableTracker) -> bool:
 
 @register_builder(torch.nn.Module)
 def _build_module(tx, value, source):
+    if source is not None and tx.output.module_is_generic(value, source):
+        tx.output.add_guard(source, GuardKind.TYPE_MATCH, type(value))
+        return NNModuleVariable(value, source=source, specialized=False)
     if source is not None:
         tx.output.add_guard(source, GuardKind.ID_MATCH, value)
     else:
@@ -380,16 +396,16 @@ _MEMBER_METHODS = {"parameters": ("_parameters", False), "named_parameters": ("_
                    "buffers": ("_buffers", False), "named_buffers": ("_buffers", True)}
 
 
-def _member(tx, value, src, kind: str, name: str, hint: str) -> VariableTracker:
+def _member(tx, value, src, kind: str, name: str, hint: str, specialized: bool = True) -> VariableTracker:
     """A parameter or buffer ``name`` of the module at ``src`` (``kind``: its registry):
-    a parameter is a graph attribute guarded by identity, a buffer a graph input; or
-    ``None``."""
+    a parameter of a specialized module is a graph attribute guarded by identity; a
+    buffer, or any tensor of a generic module, a graph input; or ``None``."""
     item_src = module_attr_source(src, name, kind) if src is not None else None
     if value is None:
         if item_src is not None:
             tx.output.add_guard(item_src, GuardKind.CONSTANT_MATCH, None)
         return ConstantVariable(None)
-    if kind == "_buffers" and item_src is not None:
+    if (kind == "_buffers" or not specialized) and item_src is not None:
         # a graph input (guarded by its metadata): a buffer that forward reassigns
         # (``self.avg = ...``) is a new tensor on every call, and must not recompile
         return VariableTracker.build(tx, value, item_src, realize=True)

@@ -1,0 +1,300 @@
+"""Generic modules: one cache entry for every instance of a class (issue 9, and the
+recompiles of issue 10).
+
+A module's ``forward`` that Python calls for many instances (the layers of a model run
+at a graph break, or from a frame graphjit runs in Python) is compiled once: its traces
+guard the module by type and by the attributes they read, and every parameter and buffer
+is a graph input, so each call computes with the instance it was given.  A function the
+user compiles starts specialized (identity guards, parameters as graph attributes: the
+cheapest guards) and turns generic when a second instance of a module class reaches the
+same argument.
+
+Every test changes the world between calls (weights, submodules, attributes,
+``training``, hooks) and compares with eager, with ``eager`` and ``aot_eager``."""
+
+from __future__ import annotations
+
+import io
+from contextlib import redirect_stdout
+
+import pytest
+import torch
+from torch import nn
+
+import graphjit
+from _shared import counting_backend
+
+BACKENDS = ["eager", "aot_eager"]
+
+
+def quiet(fn, *args, **kwargs):
+    with redirect_stdout(io.StringIO()):
+        return fn(*args, **kwargs)
+
+
+class Block(nn.Module):
+    def __init__(self, scale: float = 1.0) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.norm = nn.LayerNorm(4)
+        self.scale = scale
+
+    def forward(self, x):
+        return self.norm(torch.tanh(self.lin(x)) * self.scale) + x
+
+
+class Stack(nn.Module):
+    """A loop over blocks with a break after each: the blocks are called from Python."""
+
+    def __init__(self, n: int = 4) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList([Block() for _ in range(n)])
+
+    def forward(self, x):
+        for i, block in enumerate(self.blocks):
+            x = block(x)
+            print("block", i)
+        return x
+
+
+def _setup(backend, n=4):
+    torch.manual_seed(0)
+    net = Stack(n)
+    cnt, be = counting_backend(backend)
+    return net, cnt, graphjit.compile(net, backend=be)
+
+
+def _check(compiled, net, x):
+    with torch.no_grad():
+        torch.testing.assert_close(quiet(compiled, x), quiet(net, x))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_layers_share_one_entry(backend):
+    net, cnt, compiled = _setup(backend, n=6)
+    x = torch.randn(2, 4)
+    for _ in range(3):
+        _check(compiled, net, x)
+    # six blocks, one graph of Block.forward (the input does not require grad, as the
+    # blocks' outputs do not under no_grad); no recompiles
+    assert cnt.frame_count == 1
+    assert graphjit.stats()["recompiles"] == 0
+    gm = cnt.graphs[0]
+    inputs = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
+    assert any("lin__parameters_weight" in n for n in inputs), inputs  # weights are inputs
+    assert not [n for n in gm.graph.nodes if n.op == "get_attr"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_changed_weights_and_replaced_submodules_are_followed(backend):
+    net, cnt, compiled = _setup(backend)
+    x = torch.randn(2, 4)
+    _check(compiled, net, x)
+    with torch.no_grad():
+        net.blocks[1].lin.weight.mul_(-1)           # in place
+    net.blocks[2].lin.weight = nn.Parameter(torch.randn(4, 4))  # a new parameter
+    net.blocks[3].lin = nn.Linear(4, 4)             # a new submodule of the same class
+    _check(compiled, net, x)
+    assert cnt.frame_count == 1  # same types and tensor metadata: the entry still serves
+    net.blocks[0].norm = nn.Identity()              # another class: a new entry
+    _check(compiled, net, x)
+    assert cnt.frame_count == 2
+    net.blocks[1].lin = nn.Linear(4, 4, bias=False)  # bias None: a new entry
+    _check(compiled, net, x)
+    assert cnt.frame_count == 3
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_attribute_of_one_instance(backend):
+    net, cnt, compiled = _setup(backend)
+    x = torch.randn(2, 4)
+    _check(compiled, net, x)
+    net.blocks[2].scale = 3.0  # read by the trace: guarded, so block 2 gets its own entry
+    _check(compiled, net, x)
+    net.blocks[2].scale = 1.0
+    _check(compiled, net, x)
+    assert cnt.frame_count == 2
+
+
+class DropBlock(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.bn = nn.BatchNorm1d(4)
+        self.drop = nn.Dropout(0.5)
+
+    def forward(self, x):
+        return self.drop(self.bn(self.lin(x)))
+
+
+class DropStack(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList([DropBlock() for _ in range(3)])
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+            print("block")
+        return x
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_training_flags_and_batchnorm_statistics(backend):
+    torch.manual_seed(0)
+    net = DropStack()
+    ref = DropStack()
+    ref.load_state_dict(net.state_dict())
+    _, be = counting_backend(backend)
+    compiled = graphjit.compile(net, backend=be)
+    x = torch.randn(5, 4)
+    net.blocks[1].drop.p = 0.0
+    ref.blocks[1].drop.p = 0.0
+    for step in range(3):
+        if step == 1:  # one block in eval mode: its BatchNorm uses the running statistics
+            net.blocks[0].eval()
+            ref.blocks[0].eval()
+        if step == 2:
+            net.train()
+            ref.train()
+        torch.manual_seed(step)
+        want = quiet(ref, x)
+        torch.manual_seed(step)
+        got = quiet(compiled, x)
+        torch.testing.assert_close(got, want)
+        for (name, a), b in zip(net.state_dict().items(), ref.state_dict().values()):
+            torch.testing.assert_close(a, b, msg=lambda m, name=name: f"{name}: {m}")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_hook_on_one_instance(backend):
+    net, cnt, compiled = _setup(backend)
+    x = torch.randn(2, 4)
+    _check(compiled, net, x)
+    handle = net.blocks[2].register_forward_hook(lambda m, args, out: out * 2)
+    _check(compiled, net, x)
+    handle.remove()
+    _check(compiled, net, x)
+    handle = net.blocks[1].lin.register_forward_pre_hook(lambda m, args: (args[0] + 1,))
+    _check(compiled, net, x)
+    handle.remove()
+    _check(compiled, net, x)
+
+
+class Inner(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        y = self.lin(x)
+        print("inner")  # a break inside the inner module
+        return y * 2
+
+
+class Outer(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = Inner()
+        self.out = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.out(self.inner(x + 1))
+
+
+class Twice(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList([Outer(), Outer(), Outer()])
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+            print("layer")
+        return x
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_break_inside_a_submodule_of_a_shared_entry(backend):
+    """The shared entry of ``Outer.forward`` breaks at ``self.inner(...)``: the call must
+    go to this instance's ``inner`` (the frame's own), not the one seen when tracing."""
+    torch.manual_seed(0)
+    net = Twice()
+    cnt, be = counting_backend(backend)
+    compiled = graphjit.compile(net, backend=be)
+    x = torch.randn(2, 4)
+    _check(compiled, net, x)
+    _check(compiled, net, x)
+    assert graphjit.stats()["recompiles"] == 0
+
+
+def step(model, x):
+    return model(x).relu().sum()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_compiled_function_turns_generic_on_a_second_instance(backend):
+    torch.manual_seed(0)
+    models = [Block(scale=1.0) for _ in range(4)]
+    cnt, be = counting_backend(backend)
+    compiled = graphjit.compile(step, backend=be)
+    x = torch.randn(2, 4)
+    for m in models + models:
+        with torch.no_grad():
+            torch.testing.assert_close(compiled(m, x), step(m, x))
+    # the first model specialized, then one generic entry for every other instance
+    assert cnt.frame_count == 2
+    first = cnt.graphs[0]
+    assert [n for n in first.graph.nodes if n.op == "get_attr"]  # specialized: attributes
+    assert not [n for n in cnt.graphs[1].graph.nodes if n.op == "get_attr"]
+
+
+def test_parameters_stay_static_with_dynamic_true():
+    torch.manual_seed(0)
+    net = Stack(3)
+    cnt, be = counting_backend("eager")
+    compiled = graphjit.compile(net, backend=be, dynamic=True)
+    for batch in (2, 3, 5):
+        _check(compiled, net, torch.randn(batch, 4))
+    assert cnt.frame_count == 1
+    gm = cnt.graphs[0]
+    for node in gm.graph.nodes:
+        if node.op == "placeholder" and "_parameters_" in node.name:
+            shape = node.meta["example_value"].shape
+            assert all(isinstance(s, int) for s in shape), (node.name, shape)
+
+
+class Tied(nn.Module):
+    def __init__(self, shared: nn.Linear) -> None:
+        super().__init__()
+        self.a = shared
+        self.b = shared
+
+    def forward(self, x):
+        return self.a(x) + self.b(x * 2)
+
+
+class TiedStack(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList([Tied(nn.Linear(4, 4)) for _ in range(3)])
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+            print("layer")
+        return x
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_tied_submodules(backend):
+    torch.manual_seed(0)
+    net = TiedStack()
+    cnt, be = counting_backend(backend)
+    compiled = graphjit.compile(net, backend=be)
+    x = torch.randn(2, 4)
+    _check(compiled, net, x)
+    n = cnt.frame_count
+    net.layers[1].b = nn.Linear(4, 4)  # no longer tied: the aliasing guard fails
+    _check(compiled, net, x)
+    assert cnt.frame_count == n + 1
