@@ -11,3 +11,12 @@ debug_checks: bool = False
 
 #: On an internal graphjit error, log it and run the frame eagerly instead of raising.
 suppress_errors: bool = False
+
+#: Data-dependent output shapes (``nonzero``, boolean-mask indexing, ``unique``...) are
+#: traced with unbacked symbolic sizes instead of graph-breaking (torch.compile's
+#: ``capture_dynamic_output_shape_ops``; off by default, as there).
+capture_dynamic_output_shape_ops: bool = False
+
+#: ``Tensor.item()`` is traced as an unbacked symbolic number instead of graph-breaking
+#: (torch.compile's ``capture_scalar_outputs``; off by default, as there).
+capture_scalar_outputs: bool = False

@@ -11,11 +11,12 @@ Contract:
   (:func:`called_leaf_module` finds the module of such a node).
 * Sizes may be symbolic (``shape_env``; ``graph/shapes.py`` decides which): an input's fake
   is made with symbolic dimensions, a number argument is a placeholder with a
-  ``SymInt``/``SymFloat`` example, and ops returning symbolic numbers give
-  ``SymNodeVariable``\ s.
+  ``SymInt``/``SymFloat`` example, and ops returning symbolic numbers give a
+  ``SymNodeVariable`` each.
 * :meth:`call` records one op: it runs the op on fake tensors (under the traced grad mode)
   to get the result's metadata, then wraps the result in trackers.  An op that needs data
-  values (``nonzero``, ``item``) is a graph break.  An op that returns one of its inputs
+  values (``nonzero``, ``item``) is a graph break, unless ``config`` lets it give an
+  unbacked symbol (its node gets ``unbacked_bindings``, as TorchDynamo's do).  An op that returns one of its inputs
   (``x.add_(1)``) returns that input's tracker (``x.add_(1) is x``).  A ``call_module``
   runs, on fake tensors, a fake copy of the module (no real buffer changes while tracing).
 * :meth:`build_value` is what ``VariableTracker.build`` uses: one tracker per source, one
@@ -39,6 +40,8 @@ from torch._subclasses.fake_tensor import (
     FakeCopyMode,
     FakeTensorMode,
 )
+
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode, compute_unbacked_bindings
 
 from ..exc import ObservedException, unsupported
 from ..guards.guard import Guard, GuardKind
@@ -314,6 +317,8 @@ class OutputGraph:
         example = self._run_fake(op, target, fake_args, fake_kwargs)
         node = self.graph.create_node(op, target, node_args, node_kwargs)
         node.meta["stack"] = tx.user_stack_summary() if hasattr(tx, "user_stack_summary") else None
+        if self.shape_env.pending_fresh_unbacked_symbols:  # (nonzero's size, item()'s value)
+            node.meta["unbacked_bindings"] = compute_unbacked_bindings(self.shape_env, example)
         if isinstance(example, torch.Tensor):
             for arg in [*args, *kwargs.values()]:  # an op that returns its input (in place)
                 if isinstance(arg, TensorVariable) and arg._example is example:
@@ -379,12 +384,30 @@ class OutputGraph:
                     return getattr(args[0], target)(*args[1:], **kwargs)
                 if op == "call_module":
                     return self.fake_module(target)(*args, **kwargs)
-        except (DataDependentOutputException, DynamicOutputShapeException) as e:
+        except DynamicOutputShapeException as e:
             raise unsupported(
                 "data-dependent operator",
                 f"{_target_name(op, target)}: {type(e).__name__}",
-                "The output of this operator depends on tensor values (dynamic shape or data).",
-                ["Avoid value-dependent shapes in the compiled region, or accept the graph break."],
+                "The shape of this operator's output depends on tensor values.",
+                ["Set graphjit.config.capture_dynamic_output_shape_ops = True to trace it with "
+                 "an unbacked symbolic size, avoid value-dependent shapes in the compiled "
+                 "region, or accept the graph break."],
+            ) from None
+        except DataDependentOutputException as e:
+            raise unsupported(
+                "data-dependent operator",
+                f"{_target_name(op, target)}: {type(e).__name__}",
+                "The output of this operator is a Python value read from tensor data.",
+                ["Keep values as tensors inside the compiled region, or accept the graph break."],
+            ) from None
+        except GuardOnDataDependentSymNode as e:
+            raise unsupported(
+                "data-dependent guard",
+                f"{_target_name(op, target)} decides on an unbacked size or value: "
+                f"{str(e).splitlines()[0]}",
+                "The operator needs a decision on a size or value known only when the graph runs.",
+                ["Use torch._check() on the value before this operator to tell the tracer what "
+                 "holds, or accept the graph break."],
             ) from None
         except torch._subclasses.fake_tensor.UnsupportedFakeTensorException as e:
             raise unsupported("operator not supported on fake tensors",

@@ -42,6 +42,7 @@ from typing import Any
 import torch
 from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
 
+from .. import config
 from ..guards.shapes import ShapeSource
 from ..sources import LocalSource, Source
 
@@ -160,9 +161,11 @@ class CodeShapes:
 
 
 def new_shape_env() -> ShapeEnv:
-    """The ShapeEnv of one trace (``.item()`` and data-dependent output shapes are graph
-    breaks, as torch.compile's defaults make them)."""
-    return ShapeEnv(allow_scalar_outputs=False, allow_dynamic_output_shape_ops=False)
+    """The ShapeEnv of one trace.  ``.item()`` and data-dependent output shapes are graph
+    breaks unless ``config.capture_scalar_outputs`` / ``capture_dynamic_output_shape_ops``
+    make them unbacked symbols (as torch.compile's settings of those names)."""
+    return ShapeEnv(allow_scalar_outputs=config.capture_scalar_outputs,
+                    allow_dynamic_output_shape_ops=config.capture_dynamic_output_shape_ops)
 
 
 def symbolic_context(dims: list[bool]) -> StatelessSymbolicContext:

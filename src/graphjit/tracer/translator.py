@@ -27,6 +27,8 @@ import inspect
 import types
 from typing import Any
 
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+
 from .. import config
 from ..bytecode import decode, stack_effect
 from ..bytecode.instruction import Instruction
@@ -171,6 +173,14 @@ class TranslatorBase(StackHandlers, LoadStoreHandlers, OpHandlers, ControlHandle
                 if inst.exn_tab_entry is None:
                     raise
                 self.enter_handler(e, inst)  # the frame's own handler: traced on
+            except GuardOnDataDependentSymNode as e:  # (a tracker needed an unbacked value)
+                raise unsupported(
+                    "data-dependent value", f"{inst.opname} needs a value known only when the "
+                    f"graph runs: {str(e).splitlines()[0]}",
+                    "A size from nonzero/masking or a value from Tensor.item() is used where "
+                    "Python needs it (a loop over its length, an index, a branch).",
+                    ["Keep the computation in tensor code, use torch._check() to state what "
+                     "holds, or accept the graph break."]) from None
         except Unsupported as e:
             seen = e.__dict__.setdefault("_translators", set())
             if id(self) not in seen:  # each translator level adds its frame once

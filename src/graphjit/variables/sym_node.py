@@ -22,7 +22,12 @@ import operator
 
 import torch
 import torch.fx
-from torch.fx.experimental.symbolic_shapes import is_concrete_bool, is_concrete_float, is_concrete_int
+from torch.fx.experimental.symbolic_shapes import (
+    GuardOnDataDependentSymNode,
+    is_concrete_bool,
+    is_concrete_float,
+    is_concrete_int,
+)
 
 from ..exc import unsupported
 from .base import VariableTracker, probing
@@ -74,8 +79,12 @@ class SymNodeVariable(VariableTracker):
         return False
 
     def evaluate(self):
-        """The trace-time value; the ShapeEnv guards it (the entry specializes on it)."""
-        return self.python_type()(self.sym)
+        """The trace-time value; the ShapeEnv guards it (the entry specializes on it).  An
+        unbacked value (from ``item()`` or a data-dependent size) has none: a break."""
+        try:
+            return self.python_type()(self.sym)
+        except GuardOnDataDependentSymNode as e:
+            raise _data_dependent(self, e) from None
 
     def as_python_constant(self):
         if probing():
@@ -83,7 +92,10 @@ class SymNodeVariable(VariableTracker):
         return self.evaluate()
 
     def truthiness(self, tx) -> bool:
-        return bool(self.sym)
+        try:
+            return bool(self.sym)
+        except GuardOnDataDependentSymNode as e:
+            raise _data_dependent(self, e) from None
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
         if name in _METHODS.get(self.python_type(), ()):
@@ -93,6 +105,16 @@ class SymNodeVariable(VariableTracker):
 
     def reconstruct(self, cg) -> None:
         reconstruct_graph_value(cg, self, "symbolic value")
+
+
+def _data_dependent(var: SymNodeVariable, e: Exception):
+    return unsupported(
+        "data-dependent branch", f"Python needs the value of {var.node.name} "
+        f"({var.sym.node.expr}), known only when the graph runs",
+        "A branch, index or conversion decides on a value read from tensor data "
+        "(Tensor.item(), or a size from nonzero/masking).",
+        ["Keep the decision in tensor code (torch.where, torch.cond), use torch._check() to "
+         "state what holds, or accept the graph break."])
 
 
 def reconstruct_graph_value(cg, var, what: str) -> None:

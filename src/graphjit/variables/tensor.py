@@ -13,6 +13,7 @@ import operator
 import torch
 import torch.fx
 
+from .. import config
 from ..exc import observed, unsupported
 from ..guards.guard import GuardKind
 from ..sources import AttrSource
@@ -49,7 +50,8 @@ KEY_METADATA = frozenset({"is_inference", "is_conj", "is_neg", "is_quantized", "
 
 #: Methods that read tensor data into Python: a graph break by nature.
 DATA_DEPENDENT_METHODS = {
-    "item": "Tensor.item() reads a value out of the tensor",
+    "item": "Tensor.item() reads a value out of the tensor (graphjit.config."
+            "capture_scalar_outputs = True traces it as a symbolic number)",
     "tolist": "Tensor.tolist() reads values out of the tensor",
     "numpy": "Tensor.numpy() leaves the graph",
     "__bool__": "bool(tensor) depends on the tensor's data",
@@ -190,6 +192,8 @@ class TensorVariable(VariableTracker):
         return VariableTracker.build(tx, real.grad, grad_src, realize=True)
 
     def call_method(self, tx, name: str, args: list, kwargs: dict) -> VariableTracker:
+        if name == "item" and not args and not kwargs and config.capture_scalar_outputs:
+            return tx.output.call(tx, "call_method", "item", [self], {})  # an unbacked symbol
         if name in DATA_DEPENDENT_METHODS:
             raise unsupported(
                 "data-dependent tensor method" if name != "backward" else "autograd call",
