@@ -355,10 +355,6 @@ _MARKS = {
         "each new learning rate recompiles the optimizer's step (4 graphs; torch.compile 3): "
         "group['lr'] is a Python float, specialized and guarded by value (dynamic scalars are "
         "issue 10)"),
-    "checkpointed_forward": _xfail(
-        "torch.utils.checkpoint.checkpoint(use_reentrant=False) is not traced: 'TorchDynamo "
-        "internals', 'attribute write', 'disabled by graphjit.disable / torch.compiler.disable' "
-        "(Unsupported under fullgraph; torch.compile: 1 graph, 0 breaks)"),
 }
 
 
@@ -401,10 +397,7 @@ def test_side_by_side_with_torch_compile(capsys):
     assert not worse, f"graphjit gives more graphs than torch.compile on {worse}"
 
 
-_BREAK_MARKS = {"checkpointed_forward": _MARKS["checkpointed_forward"]}
-
-
-@pytest.mark.parametrize("sc", _params(_BREAK_MARKS))
+@pytest.mark.parametrize("sc", _params({}))
 def test_breaks_at_most_torch_compiles(sc):
     """graphjit's actual break count (eager backend) is at most torch.compile's."""
     graphjit.reset()

@@ -118,6 +118,12 @@ class OutputGraph:
         self.key_trackers: dict[int, VariableTracker] = {}
         #: fx node -> the key object of a tensor the graph computes (dicts.GraphTensorKey)
         self.node_keys: dict = {}
+        self._checkpoints = 0
+
+    def next_checkpoint_id(self) -> int:
+        """A new ``ac_graph_id`` for the ops of one activation-checkpointed call."""
+        self._checkpoints += 1
+        return self._checkpoints
 
     def __repr__(self) -> str:
         return (f"OutputGraph({len(self.graph_args)} inputs, "
