@@ -43,23 +43,28 @@ class Block(nn.Module):
         return self.norm(torch.tanh(self.lin(x)) * self.scale) + x
 
 
-class Stack(nn.Module):
-    """A loop over blocks with a break after each: the blocks are called from Python."""
+class Looped(nn.Module):
+    """A loop over layers with a break after each: the layers are called from Python."""
 
-    def __init__(self, n: int = 4) -> None:
+    def __init__(self, layers) -> None:
         super().__init__()
-        self.blocks = nn.ModuleList([Block() for _ in range(n)])
+        self.layers = nn.ModuleList(layers)
 
     def forward(self, x):
-        for i, block in enumerate(self.blocks):
-            x = block(x)
-            print("block", i)
+        for i, layer in enumerate(self.layers):
+            x = layer(x)
+            print("layer", i)
         return x
 
 
-def _setup(backend, n=4):
+def Stack(n: int = 4) -> Looped:
+    return Looped([Block() for _ in range(n)])
+
+
+def _setup(backend, n=4, make=None):
+    """``(net, counter, compiled net)``: ``make()`` (default: a stack of ``n`` blocks)."""
     torch.manual_seed(0)
-    net = Stack(n)
+    net = make() if make is not None else Stack(n)
     cnt, be = counting_backend(backend)
     return net, cnt, graphjit.compile(net, backend=be)
 
@@ -91,15 +96,15 @@ def test_changed_weights_and_replaced_submodules_are_followed(backend):
     x = torch.randn(2, 4)
     _check(compiled, net, x)
     with torch.no_grad():
-        net.blocks[1].lin.weight.mul_(-1)           # in place
-    net.blocks[2].lin.weight = nn.Parameter(torch.randn(4, 4))  # a new parameter
-    net.blocks[3].lin = nn.Linear(4, 4)             # a new submodule of the same class
+        net.layers[1].lin.weight.mul_(-1)           # in place
+    net.layers[2].lin.weight = nn.Parameter(torch.randn(4, 4))  # a new parameter
+    net.layers[3].lin = nn.Linear(4, 4)             # a new submodule of the same class
     _check(compiled, net, x)
     assert cnt.frame_count == 1  # same types and tensor metadata: the entry still serves
-    net.blocks[0].norm = nn.Identity()              # another class: a new entry
+    net.layers[0].norm = nn.Identity()              # another class: a new entry
     _check(compiled, net, x)
     assert cnt.frame_count == 2
-    net.blocks[1].lin = nn.Linear(4, 4, bias=False)  # bias None: a new entry
+    net.layers[1].lin = nn.Linear(4, 4, bias=False)  # bias None: a new entry
     _check(compiled, net, x)
     assert cnt.frame_count == 3
 
@@ -109,9 +114,9 @@ def test_attribute_of_one_instance(backend):
     net, cnt, compiled = _setup(backend)
     x = torch.randn(2, 4)
     _check(compiled, net, x)
-    net.blocks[2].scale = 3.0  # read by the trace: guarded, so block 2 gets its own entry
+    net.layers[2].scale = 3.0  # read by the trace: guarded, so block 2 gets its own entry
     _check(compiled, net, x)
-    net.blocks[2].scale = 1.0
+    net.layers[2].scale = 1.0
     _check(compiled, net, x)
     assert cnt.frame_count == 2
 
@@ -127,16 +132,8 @@ class DropBlock(nn.Module):
         return self.drop(self.bn(self.lin(x)))
 
 
-class DropStack(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.blocks = nn.ModuleList([DropBlock() for _ in range(3)])
-
-    def forward(self, x):
-        for block in self.blocks:
-            x = block(x)
-            print("block")
-        return x
+def DropStack() -> Looped:
+    return Looped([DropBlock() for _ in range(3)])
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -148,12 +145,12 @@ def test_training_flags_and_batchnorm_statistics(backend):
     _, be = counting_backend(backend)
     compiled = graphjit.compile(net, backend=be)
     x = torch.randn(5, 4)
-    net.blocks[1].drop.p = 0.0
-    ref.blocks[1].drop.p = 0.0
+    net.layers[1].drop.p = 0.0
+    ref.layers[1].drop.p = 0.0
     for step in range(3):
         if step == 1:  # one block in eval mode: its BatchNorm uses the running statistics
-            net.blocks[0].eval()
-            ref.blocks[0].eval()
+            net.layers[0].eval()
+            ref.layers[0].eval()
         if step == 2:
             net.train()
             ref.train()
@@ -171,11 +168,11 @@ def test_hook_on_one_instance(backend):
     net, cnt, compiled = _setup(backend)
     x = torch.randn(2, 4)
     _check(compiled, net, x)
-    handle = net.blocks[2].register_forward_hook(lambda m, args, out: out * 2)
+    handle = net.layers[2].register_forward_hook(lambda m, args, out: out * 2)
     _check(compiled, net, x)
     handle.remove()
     _check(compiled, net, x)
-    handle = net.blocks[1].lin.register_forward_pre_hook(lambda m, args: (args[0] + 1,))
+    handle = net.layers[1].lin.register_forward_pre_hook(lambda m, args: (args[0] + 1,))
     _check(compiled, net, x)
     handle.remove()
     _check(compiled, net, x)
@@ -202,26 +199,15 @@ class Outer(nn.Module):
         return self.out(self.inner(x + 1))
 
 
-class Twice(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.layers = nn.ModuleList([Outer(), Outer(), Outer()])
-
-    def forward(self, x):
-        for layer in self.layers:
-            x = layer(x)
-            print("layer")
-        return x
+def Twice() -> Looped:
+    return Looped([Outer(), Outer(), Outer()])
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_break_inside_a_submodule_of_a_shared_entry(backend):
     """The shared entry of ``Outer.forward`` breaks at ``self.inner(...)``: the call must
     go to this instance's ``inner`` (the frame's own), not the one seen when tracing."""
-    torch.manual_seed(0)
-    net = Twice()
-    cnt, be = counting_backend(backend)
-    compiled = graphjit.compile(net, backend=be)
+    net, cnt, compiled = _setup(backend, make=Twice)
     x = torch.randn(2, 4)
     _check(compiled, net, x)
     _check(compiled, net, x)
@@ -274,24 +260,13 @@ class Tied(nn.Module):
         return self.a(x) + self.b(x * 2)
 
 
-class TiedStack(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.layers = nn.ModuleList([Tied(nn.Linear(4, 4)) for _ in range(3)])
-
-    def forward(self, x):
-        for layer in self.layers:
-            x = layer(x)
-            print("layer")
-        return x
+def TiedStack() -> Looped:
+    return Looped([Tied(nn.Linear(4, 4)) for _ in range(3)])
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_tied_submodules(backend):
-    torch.manual_seed(0)
-    net = TiedStack()
-    cnt, be = counting_backend(backend)
-    compiled = graphjit.compile(net, backend=be)
+    net, cnt, compiled = _setup(backend, make=TiedStack)
     x = torch.randn(2, 4)
     _check(compiled, net, x)
     n = cnt.frame_count
