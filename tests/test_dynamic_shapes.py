@@ -228,16 +228,35 @@ def test_dynamic_must_be_a_bool_or_none():
 
 
 @pytest.mark.slow
-def test_inductor_runs_symbolic_sizes_and_keeps_floats_constant():
+def test_inductor_runs_symbolic_sizes_and_float_arguments():
     graphjit.reset()
     cnt, be = counting_backend("inductor")
     compiled = graphjit.compile(flatten_scale, backend=be, dynamic=True)
     for x, y in _batches()[:3]:
         torch.testing.assert_close(compiled(x, y), flatten_scale(x, y))
     assert cnt.frame_count == 1
-    # inductor cannot take a SymFloat input: float arguments stay constants (a recompile
-    # per value) rather than fail
-    compiled = graphjit.compile(scaled, backend="inductor")
+    # inductor cannot take a SymFloat input: a float argument is passed as a 0-d float64
+    # tensor (as TorchDynamo does), so ten values give two graphs
+    graphjit.reset()
+    cnt, be = counting_backend("inductor")
+    compiled = graphjit.compile(scaled, backend=be)
     x = _r(3, 3)
-    for i in range(3):
+    for i in range(10):
         torch.testing.assert_close(compiled(x, 0.5 + i), scaled(x, 0.5 + i))
+    assert cnt.frame_count == 2
+
+
+def float_out(x, s, t):
+    return torch.sin(x) * (s * 2 + 1) / t, s + t
+
+
+@pytest.mark.slow
+def test_inductor_float_result_is_never_stale():
+    """A float computed from float arguments and returned to Python: AOTAutograd's
+    tensorify pass would bake it in as the value it saw (torch.compile returns 4.5 for
+    every later ``s``); graphjit keeps such floats constants (a recompile per value)."""
+    graphjit.reset()
+    compiled = graphjit.compile(float_out, backend="inductor")
+    x = _r(4)
+    for s in (0.5, 1.5, 2.5, 3.5):
+        torch.testing.assert_close(compiled(x, s, 3.0), float_out(x, s, 3.0))

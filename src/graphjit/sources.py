@@ -304,6 +304,29 @@ class FromNumpySource(ChainedSource):
                 *self.base.reconstruct(), *create_call(1)]
 
 
+def as_float_tensor(value: float) -> torch.Tensor:
+    """A float argument as the 0-d float64 tensor a compiling backend takes for it."""
+    return torch.scalar_tensor(value, dtype=torch.float64)
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class FloatTensorSource(ChainedSource):
+    """``as_float_tensor(base)``: a float argument passed to the graph as a 0-d float64
+    tensor (inductor cannot take a ``SymFloat`` input; TorchDynamo passes floats so too)."""
+
+    base: Source
+
+    def display(self) -> str:
+        return f"as_float_tensor({self.base.display()})"
+
+    def render(self, scope: GuardScope) -> str:
+        return f"{scope.ref(as_float_tensor)}({self.base.guard_expr(scope)})"
+
+    def reconstruct(self) -> list[Instruction]:
+        return [create_instruction("PUSH_NULL"), create_instruction("LOAD_CONST", argval=as_float_tensor),
+                *self.base.reconstruct(), *create_call(1)]
+
+
 def module_attr_source(base: Source, attr: str, kind: str) -> Source:
     """Source of ``module.attr`` for an ``nn.Module`` attribute stored in ``_modules``,
     ``_parameters`` or ``_buffers`` (``kind``): read straight from that dict, which is

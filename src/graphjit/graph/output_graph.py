@@ -45,7 +45,7 @@ from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode, c
 
 from ..exc import ObservedException, unsupported
 from ..guards.guard import Guard, GuardKind
-from ..sources import ConstSource, LocalSource, Source, is_module_tensor_source
+from ..sources import ConstSource, FloatTensorSource, LocalSource, Source, as_float_tensor, is_module_tensor_source
 from ..variables import (
     ConstantVariable,
     LazyVariableTracker,
@@ -119,6 +119,8 @@ class OutputGraph:
         #: fx node -> the key object of a tensor the graph computes (dicts.GraphTensorKey)
         self.node_keys: dict = {}
         self._checkpoints = 0
+        #: float argument source -> the ``item()`` node of its tensor input
+        self._float_items: dict[Source, torch.fx.Node] = {}
 
     def next_checkpoint_id(self) -> int:
         """A new ``ac_graph_id`` for the ops of one activation-checkpointed call."""
@@ -217,9 +219,19 @@ class OutputGraph:
         if known is not None:
             return SymNodeVariable(known, known.meta["example_value"], source=source)
         sym = symbolic_number(self.shape_env, value, source)
-        node = self._new_input(source, value, sym)
         self.symbolic_inputs.append((sym, source))
         self.add_guard(source, GuardKind.TYPE_MATCH, type(value))
+        if type(value) is float and self.shapes is not None and self.shapes.policy.floats_as_tensors:
+            # a 0-d float64 tensor input, its ``item()`` the symbolic float (as TorchDynamo
+            # does it); the item node is what ``source`` reads in this graph
+            example = as_float_tensor(value)
+            fake = self.fake_mode.from_tensor(example, static_shapes=True)
+            fake.item_memo = sym
+            tensor = self._new_input(FloatTensorSource(source), example, fake)
+            node = self.graph.create_node("call_method", "item", (tensor,), {})
+            self._float_items[source] = node
+            return SymNodeVariable(node, sym, source=source)
+        node = self._new_input(source, value, sym)
         return SymNodeVariable(node, sym, source=source)
 
     def real_tensor(self, node: torch.fx.Node) -> torch.Tensor | None:
@@ -246,7 +258,10 @@ class OutputGraph:
         return TensorVariable(self._new_input(source, example, fake), fake, source=source)
 
     def _input_node(self, source: Source) -> torch.fx.Node | None:
-        """The placeholder already read through ``source``, if any."""
+        """The placeholder already read through ``source``, if any (for a float passed as
+        a tensor, its ``item()`` node)."""
+        if source in self._float_items:
+            return self._float_items[source]
         return next((arg.node for arg in self.graph_args if arg.source == source), None)
 
     def _new_input(self, source: Source, real: Any, example: Any) -> torch.fx.Node:
@@ -475,6 +490,17 @@ class OutputGraph:
         """Whether a symbolic float argument's placeholder has no users."""
         return any(isinstance(a.node.meta.get("example_value"), torch.SymFloat) and not a.node.users
                    for a in self.graph_args)
+
+    def has_float_tensor_inputs(self) -> bool:
+        """Whether a float argument is passed to this graph as a 0-d tensor."""
+        return bool(self._float_items)
+
+    def float_outputs_need_pinning(self, out_nodes: list[torch.fx.Node]) -> bool:
+        """Whether a graph output is a symbolic float computed from a float argument
+        passed as a tensor (see ``convert_frame.build_entry``)."""
+        inputs = {node.meta["example_value"].node.expr for node in self._float_items.values()}
+        return any(isinstance(v := n.meta.get("example_value"), torch.SymFloat)
+                   and v.node.expr.free_symbols & inputs for n in out_nodes)
 
     def pin_float_inputs(self) -> None:
         """A backend could not keep this trace's symbolic floats symbolic (AOTAutograd's

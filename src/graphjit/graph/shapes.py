@@ -57,13 +57,14 @@ class ShapePolicy:
     """A session's ``dynamic=`` setting and, per code object, the sizes and numbers its
     traces saw (see the module docstring)."""
 
-    def __init__(self, dynamic: bool | None, symbolic_floats: bool = True) -> None:
+    def __init__(self, dynamic: bool | None, floats_as_tensors: bool = False) -> None:
         if dynamic not in (None, True, False):
             raise TypeError(f"dynamic must be None, True or False, not {dynamic!r}")
         self.dynamic = dynamic
-        #: whether float arguments may be symbolic (inductor's C++ code cannot take a
-        #: SymFloat input: TorchDynamo passes it as a tensor, which graphjit does not yet)
-        self.symbolic_floats = symbolic_floats
+        #: whether a symbolic float argument is passed to the graph as a 0-d float64
+        #: tensor, read by ``item()`` in the graph (inductor's C++ code cannot take a
+        #: SymFloat input; AOTAutograd turns the float arithmetic into tensor ops)
+        self.floats_as_tensors = floats_as_tensors
         self._seen: dict[types.CodeType, dict[str, Any]] = {}
 
     def __repr__(self) -> str:
@@ -139,8 +140,6 @@ class CodeShapes:
     def number_is_dynamic(self, value: int | float, source: Source) -> bool:
         """Whether a number argument of the frame is symbolic in this trace (records it)."""
         if not isinstance(source, LocalSource) or source.kind != "fast":
-            return False
-        if type(value) is float and not self.policy.symbolic_floats:
             return False
         if self.seen.get("number " + source.local_name) is _PINNED:
             return False

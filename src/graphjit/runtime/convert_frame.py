@@ -177,6 +177,12 @@ def build_entry(fn, tx: InstructionTranslator, output: OutputGraph, global_state
     values += [output.key_trackers[id(k)] for k in output.node_keys.values()]
     out_nodes = graph_outputs_for(values)
     output.prune_unused_sizes(out_nodes)
+    if output.float_outputs_need_pinning(out_nodes):
+        # a symbolic float leaving a graph whose floats are tensors: AOTAutograd's
+        # tensorify pass bakes such an output in as the value it saw (torch.compile then
+        # returns a stale number); the floats of this code stay constants instead
+        output.pin_float_inputs()
+        raise RestartAnalysis()
     if hooks.compiler_fn is not eager_backend and output.unused_float_inputs():
         # AOTAutograd makes every symbolic float of the ShapeEnv a tensor input, and asks
         # for a retrace with those it cannot (one the graph never reads) specialized
@@ -230,6 +236,17 @@ def build_entry(fn, tx: InstructionTranslator, output: OutputGraph, global_state
         try:
             compile_graph(compiled, hooks.compiler_fn)
         except TensorifyScalarRestartAnalysis:  # the backend needs the floats specialized
+            TensorifyState.clear()
+            output.pin_float_inputs()
+            raise RestartAnalysis() from None
+        except Exception as e:
+            if not output.has_float_tensor_inputs():
+                raise
+            # the backend could not compile float arithmetic it was given as tensors
+            # (inductor: a float symbol its tensorify pass left in a kernel): those floats
+            # stay constants, and the frame is traced again
+            logs.emit("recompiles", f"{fn.__qualname__}: the backend failed on float arguments passed "
+                                    f"as tensors ({type(e).__name__}); they are constants from now on")
             TensorifyState.clear()
             output.pin_float_inputs()
             raise RestartAnalysis() from None

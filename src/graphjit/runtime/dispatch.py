@@ -40,6 +40,12 @@ _nested_live: "weakref.WeakSet[NestedDispatcher]" = weakref.WeakSet()
 log = logging.getLogger("graphjit")
 
 
+#: backends known to take a SymFloat graph input; any other (inductor, a user's callable,
+#: which may call inductor) gets a float argument as a 0-d float64 tensor, as TorchDynamo
+#: passes it to every backend
+_SYMFLOAT_BACKENDS = ("eager", "aot_eager")
+
+
 class CompileSession:
     """Options shared by a compiled function and everything compiled on its behalf
     (resume functions, callees wrapped at graph breaks), with their caches."""
@@ -56,7 +62,7 @@ class CompileSession:
                                        lambda fn, module: self.module_method(fn))
         self.hooks = Hooks(self.compiler_fn, self.make_resume, self.wrap_callable, fullgraph,
                            self.interceptor.resolve,
-                           ShapePolicy(dynamic, symbolic_floats=backend != "inductor"))
+                           ShapePolicy(dynamic, floats_as_tensors=backend not in _SYMFLOAT_BACKENDS))
 
     def __repr__(self) -> str:
         return f"CompileSession(backend={self.backend!r}, fullgraph={self.fullgraph})"
