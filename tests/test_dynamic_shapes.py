@@ -260,3 +260,43 @@ def test_inductor_float_result_is_never_stale():
     x = _r(4)
     for s in (0.5, 1.5, 2.5, 3.5):
         torch.testing.assert_close(compiled(x, s, 3.0), float_out(x, s, 3.0))
+
+
+def test_float_result_from_a_tensor_float_stays_right_with_any_backend():
+    """A backend graphjit does not know to take SymFloat inputs (a user's callable) gets
+    float arguments as 0-d float64 tensors; a float computed from one and returned to
+    Python keeps the argument constant (never a stale value)."""
+    graphjit.reset()
+    cnt, be = counting_backend("eager")
+    compiled = graphjit.compile(float_out, backend=be)
+    x = _r(4)
+    for s in (0.5, 1.5, 2.5, 3.5):
+        torch.testing.assert_close(compiled(x, s, 3.0), float_out(x, s, 3.0))
+    assert cnt.frame_count == 4  # constants: one graph per value
+    graphjit.reset()
+    cnt, be = counting_backend("eager")
+    compiled = graphjit.compile(scaled, backend=be)
+    for i in range(10):
+        torch.testing.assert_close(compiled(x, 0.5 + i), scaled(x, 0.5 + i))
+    assert cnt.frame_count == 2  # used by tensor ops only: a tensor input, then one entry
+    gm = cnt.graphs[-1]
+    inputs = [n.meta["example_value"] for n in gm.graph.nodes if n.op == "placeholder"]
+    assert any(t.dim() == 0 and t.dtype == torch.float64 for t in inputs), inputs
+
+
+def test_backend_failing_on_tensor_floats_makes_them_constants():
+    graphjit.reset()
+    calls = []
+
+    def picky(gm, example_inputs):
+        calls.append(len(example_inputs))
+        if any(isinstance(t, torch.Tensor) and t.dim() == 0 and t.dtype == torch.float64
+               for t in example_inputs):
+            raise RuntimeError("this backend cannot take float tensors")
+        return gm.forward
+
+    compiled = graphjit.compile(scaled, backend=picky)
+    x = _r(3)
+    for i in range(4):
+        torch.testing.assert_close(compiled(x, 0.5 + i), scaled(x, 0.5 + i))
+    assert len(calls) == 5  # 0.5; 1.5 fails, then constant; 2.5; 3.5
