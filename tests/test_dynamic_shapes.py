@@ -9,6 +9,7 @@ import math
 
 import pytest
 import torch
+from torch.fx.experimental.symbolic_shapes import ConstraintViolationError
 
 import graphjit
 from _shared import capture_graphjit_log, check_golden, counting_backend
@@ -125,13 +126,32 @@ def test_mark_dynamic_without_a_recompile(backend):
     assert _run(flatten_scale, calls, backend, dynamic=False) == (1, 0)
 
 
-def test_a_marked_dimension_tied_to_a_static_one_is_specialized():
+def test_a_marked_dimension_tied_to_a_static_one_is_an_error():
+    """As torch.compile: ``mark_dynamic`` promises the dimension varies; a trace that ties
+    it to a constant (y's static batch equals it) raises ConstraintViolationError naming
+    the dimension."""
+    graphjit.reset()
+    x = _r(3, 4)
+    graphjit.mark_dynamic(x, 0)
+    compiled = graphjit.compile(flatten_scale, backend="eager", dynamic=False)
+    with pytest.raises(ConstraintViolationError, match=r"L\['x'\]\.size\(\)\[0\]"):
+        compiled(x, _r(3, 2, 2))
+
+
+def test_maybe_mark_dynamic_specializes_without_an_error():
     calls = []
     for n in (3, 5):
         x = _r(n, 4)
-        graphjit.mark_dynamic(x, 0)  # but y's static batch equals it: specialized, guarded
+        graphjit.maybe_mark_dynamic(x, 0)  # y's static batch equals it: specialized, guarded
         calls.append((x, _r(n, 2, 2)))
     assert _run(flatten_scale, calls, dynamic=False) == (2, 1)
+    calls = []
+    for n in (3, 5, 7):  # where nothing ties it, it is symbolic: one graph
+        x, y = _r(n, 4), _r(n, 2, 2)
+        graphjit.maybe_mark_dynamic(x, 0)
+        graphjit.maybe_mark_dynamic(y, 0)
+        calls.append((x, y))
+    assert _run(flatten_scale, calls, dynamic=False) == (1, 0)
 
 
 def test_mark_static_keeps_a_dimension_static():

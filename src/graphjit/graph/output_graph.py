@@ -60,7 +60,15 @@ from ..variables.constant import is_constant_value
 from ..variables.dicts import GlobalsDictVariable
 from ..variables.random_values import Prologue, PrologueValueVariable, lift_to_graph
 from ..variables.sym_node import SymNodeVariable, as_known, is_symbolic
-from .shapes import CodeShapes, ShapeSource, new_shape_env, symbolic_context, symbolic_number
+from .shapes import (
+    CodeShapes,
+    ShapeSource,
+    StatelessSymbolicContext,
+    marked_dims,
+    new_shape_env,
+    symbolic_context,
+    symbolic_number,
+)
 from .side_effects import SideEffects
 
 _UNSAFE_CHARS = re.compile(r"[^0-9a-zA-Z_]+")
@@ -97,6 +105,8 @@ class OutputGraph:
         self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True, shape_env=self.shape_env)
         #: inputs with symbolic sizes or values: (fake tensor or SymInt/SymFloat, source)
         self.symbolic_inputs: list[tuple[Any, Source]] = []
+        #: source -> the symbolic context of an input with symbolic sizes
+        self.input_contexts: dict[Source, StatelessSymbolicContext] = {}
         #: id(real tensor) -> its fake, for inputs with symbolic sizes
         self.dynamic_tensors: dict[int, torch.Tensor] = {}
         self.f_globals = f_globals
@@ -190,9 +200,10 @@ class OutputGraph:
         if self.shapes is not None and not is_module_tensor_source(source):
             dims = self.shapes.dynamic_dims(tensor, source)
         if dims and any(dims):
-            fake = self.fake_mode.from_tensor(tensor, source=ShapeSource(source),
-                                              symbolic_context=symbolic_context(dims))
+            context = symbolic_context(dims, marked_dims(tensor))
+            fake = self.fake_mode.from_tensor(tensor, source=ShapeSource(source), symbolic_context=context)
             self.symbolic_inputs.append((fake, source))
+            self.input_contexts[source] = context
             self.dynamic_tensors[id(tensor)] = fake
         else:
             fake = self.fake_mode.from_tensor(tensor, static_shapes=True)

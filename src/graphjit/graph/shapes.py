@@ -40,7 +40,12 @@ import types
 from typing import Any
 
 import torch
-from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
+from torch.fx.experimental.symbolic_shapes import (
+    DimDynamic,
+    RelaxedUnspecConstraint,
+    ShapeEnv,
+    StatelessSymbolicContext,
+)
 
 from .. import config
 from ..guards.shapes import ShapeSource
@@ -101,8 +106,8 @@ class CodeShapes:
                 self.seen[key] = merged
                 if dynamic is None:
                     out = [m is None for m in merged]
-        marked = set(getattr(tensor, "_dynamo_dynamic_indices", ())) | \
-            set(getattr(tensor, "_graphjit_dynamic_dims", ()))
+        marked = marked_dims(tensor) | set(getattr(tensor, "_dynamo_weak_dynamic_indices", ())) | \
+            set(getattr(tensor, "_graphjit_weak_dynamic_dims", ()))
         static = set(getattr(tensor, "_dynamo_static_indices", ())) | \
             set(getattr(tensor, "_graphjit_static_dims", ()))
         return [(d or i in marked) and i not in static for i, d in enumerate(out)]
@@ -167,10 +172,20 @@ def new_shape_env() -> ShapeEnv:
                     allow_dynamic_output_shape_ops=config.capture_dynamic_output_shape_ops)
 
 
-def symbolic_context(dims: list[bool]) -> StatelessSymbolicContext:
+def marked_dims(tensor: torch.Tensor) -> set[int]:
+    """The dimensions ``mark_dynamic`` (graphjit's or torch's) marked on ``tensor``."""
+    return set(getattr(tensor, "_dynamo_dynamic_indices", ())) | \
+        set(getattr(tensor, "_graphjit_dynamic_dims", ()))
+
+
+def symbolic_context(dims: list[bool], marked: set[int] = frozenset()) -> StatelessSymbolicContext:
+    """Which dimensions are symbolic; a ``mark_dynamic`` one carries a constraint, so
+    ``produce_guards`` raises ``ConstraintViolationError`` if the trace specialized it (as
+    torch.compile does)."""
     return StatelessSymbolicContext(
         dynamic_sizes=[DimDynamic.DYNAMIC if d else DimDynamic.STATIC for d in dims],
-        constraint_sizes=[None] * len(dims))
+        constraint_sizes=[RelaxedUnspecConstraint(warn_only=False) if d and i in marked else None
+                          for i, d in enumerate(dims)])
 
 
 def symbolic_number(shape_env: ShapeEnv, value: int | float, source: Source):
@@ -185,8 +200,16 @@ def symbolic_number(shape_env: ShapeEnv, value: int | float, source: Source):
 
 def mark_dynamic(t: torch.Tensor, dim: int | list[int]) -> None:
     """Make dimension ``dim`` of ``t`` symbolic in every trace that reads ``t`` (whatever
-    ``dynamic=`` says; a size of 0 or 1 is still specialized)."""
+    ``dynamic=`` says; a size of 0 or 1 is still specialized).  A trace that ties it to a
+    constant raises ``ConstraintViolationError`` (as torch.compile does); see
+    :func:`maybe_mark_dynamic`."""
     _mark(t, dim, "_graphjit_dynamic_dims")
+
+
+def maybe_mark_dynamic(t: torch.Tensor, dim: int | list[int]) -> None:
+    """Like :func:`mark_dynamic`, but a trace that specializes the dimension is no error
+    (the entry then holds for that size only)."""
+    _mark(t, dim, "_graphjit_weak_dynamic_dims")
 
 
 def mark_static(t: torch.Tensor, dim: int | list[int]) -> None:

@@ -69,9 +69,12 @@ class ShapeGuards:
         return out
 
 
-def shape_guard_texts(shape_env: ShapeEnv, inputs: list[tuple[Any, Source]]) -> ShapeGuards:
+def shape_guard_texts(shape_env: ShapeEnv, inputs: list[tuple[Any, Source]],
+                      contexts: dict | None = None) -> ShapeGuards:
     """``ShapeEnv.produce_guards`` for the symbolic ``inputs`` (fake tensors with symbolic
-    sizes, SymInts, SymFloats, each with its graphjit source)."""
+    sizes, SymInts, SymFloats, each with its graphjit source; ``contexts``: the symbolic
+    context of each tensor input by source).  Raises ``ConstraintViolationError`` when a
+    dimension ``mark_dynamic`` marked was specialized by the trace."""
     refs: list[tuple] = []
     index: dict[tuple, int] = {}
 
@@ -89,5 +92,10 @@ def shape_guard_texts(shape_env: ShapeEnv, inputs: list[tuple[Any, Source]]) -> 
 
     placeholders = [value for value, _ in inputs]
     sources = [ShapeSource(source) for _, source in inputs]
-    texts = shape_env.produce_guards(placeholders, sources, source_ref=source_ref)
+    input_contexts = None
+    if contexts:
+        input_contexts = [contexts.get(source) if isinstance(value, torch.Tensor) else None
+                          for value, source in inputs]
+    texts = shape_env.produce_guards(placeholders, sources, source_ref=source_ref,
+                                     input_contexts=input_contexts)
     return ShapeGuards(tuple(texts), tuple(refs))

@@ -263,7 +263,7 @@ def _entry_guard(fn, output: OutputGraph, global_state, hooks: Hooks, closure_ar
     add_leaf_module_guards(output, tensors=not eager)
     add_no_aliasing_guards(output)
     add_key_identity_guards(output)
-    shape_guards = (shape_guard_texts(output.shape_env, output.symbolic_inputs)
+    shape_guards = (shape_guard_texts(output.shape_env, output.symbolic_inputs, output.input_contexts)
                     if output.symbolic_inputs else None)
     guard = build_guard_function(needed_guards(output), fn.__code__, fn, global_state,
                                  no_aliasing=not eager, closure_arg=closure_arg,

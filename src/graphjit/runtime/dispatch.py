@@ -22,6 +22,7 @@ import weakref
 from typing import Any
 
 import torch
+from torch.fx.experimental.symbolic_shapes import ConstraintViolationError
 
 from .. import config
 from ..backends.registry import lookup_backend
@@ -359,6 +360,8 @@ class CompiledFunction:
                 raise
             self._skip(e.reason)
             return self._eager()
+        except ConstraintViolationError:  # the user's mark_dynamic cannot hold: theirs to fix
+            raise
         except InternalError:
             if not config.suppress_errors:
                 raise
