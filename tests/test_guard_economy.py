@@ -15,6 +15,7 @@ from torch import nn
 
 import graphjit
 from _shared import counting_backend, seeded_randn
+from graphjit.runtime.dispatch import all_entries
 from graphjit.variables.nn_module import forward_reads
 
 _r = seeded_randn(9800)
@@ -118,3 +119,39 @@ def test_call_forms_kept_where_they_are_observable():
         with pytest.raises(TypeError) as got:
             compiled(*bad[0], **bad[1])
         assert str(got.value) == str(want.value)
+
+
+# -- absent keys of one mapping: one isdisjoint check on the hot path --------------------
+
+class _Quiet(dict):
+    """A dict subclass whose ``in`` says no to one key it holds."""
+
+    def __contains__(self, key):
+        return key != "shift" and super().__contains__(key)
+
+
+def _opts_branch(opts, x):
+    if "scale" not in opts and "shift" not in opts and "bias" not in opts:
+        return x + 1
+    return x - 1
+
+
+def test_merged_absent_key_checks_follow_every_change():
+    """The keys a dict must lack are checked in one call on the hot path; a key added
+    later still recompiles, and a dict subclass with its own ``__contains__`` is still
+    answered by it (as in eager)."""
+    cnt, be = counting_backend("eager")
+    compiled = graphjit.compile(_opts_branch, backend=be)
+    x = torch.ones(2)
+    opts = {"other": 1}
+    assert torch.equal(compiled(opts, x), _opts_branch(opts, x))
+    guard = [e for e in all_entries() if e.fn.__name__ == "_opts_branch"][0].guard
+    assert "isdisjoint" in guard.source.split("def ___failures")[0]
+    assert torch.equal(compiled({"other": 2}, x), x + 1) and cnt.frame_count == 1
+    opts["shift"] = 2  # a key that was absent
+    assert torch.equal(compiled(opts, x), _opts_branch(opts, x))
+    assert cnt.frame_count == 2
+    quiet = _Quiet(shift=1)  # holds "shift" but says it does not
+    assert torch.equal(compiled(quiet, x), _opts_branch(quiet, x))
+    assert torch.equal(compiled(quiet, x), x + 1)
+    assert cnt.frame_count == 3  # one entry for the subclass, whose guard holds again

@@ -26,7 +26,7 @@ from typing import Any, Callable
 import torch
 
 from .shapes import ShapeGuards
-from ..sources import GuardScope
+from ..sources import ConstSource, GuardScope
 from .guard import GlobalQuery, Guard, GuardKind
 
 _SIMPLE_CONSTANTS = (int, str, bool, type(None))
@@ -223,6 +223,15 @@ def guard_expressions(guard: Guard, scope: GuardScope, c: _Consts,
             d = E()
             same = f"len({d}) == {len(keys)} and all(map({c.ref(operator.is_, 'is_')}, {E()}, {c.ref(keys)}))"
         return [is_type, GuardPart(label, same, f"list({E()})", _short(keys))]
+    if k is GuardKind.DICT_LACKS:
+        keys = c.ref(v)
+        if type(guard.source) is ConstSource:  # a dict or mappingproxy (see merge_absent_keys)
+            test = f"{E()}.keys().isdisjoint({keys})"
+        else:  # any mapping: a dict's keys in one C loop, another type key by key
+            m = scope.fresh()
+            test = (f"(type({m} := {E()}) is dict and {m}.keys().isdisjoint({keys}) or "
+                    f"type({m}) is not dict and not any(map({m}.__contains__, {keys})))")
+        return [GuardPart(label, test, f"sorted(repr(k) for k in {keys} if k in {E()})", "[]")]
     if k is GuardKind.DICT_CONTAINS:
         key, present = v
         ref = repr(key) if type(key) in _SIMPLE_CONSTANTS else c.ref(key)
@@ -271,6 +280,35 @@ def _depth(source) -> int:
     while hasattr(source, "base"):
         source, depth = source.base, depth + 1
     return depth
+
+
+#: the exact types whose ``keys().isdisjoint(...)`` is the same as ``k not in d`` for each k
+_PLAIN_MAPPINGS = (dict, types.MappingProxyType)
+
+
+def merge_absent_keys(guards: list[Guard]) -> list[Guard]:
+    """The hot path's guard list: the keys one mapping (a class ``__dict__``, a module's
+    globals, an instance ``__dict__``) must lack are checked by one
+    ``d.keys().isdisjoint(keys)`` (a C loop; key by key for a mapping that is not a plain
+    dict, whose ``__contains__`` may differ) instead of one ``k not in d`` each; a merged
+    guard takes the place of the first it replaces.  (The readable one-by-one list, for
+    failure messages, keeps them.)"""
+    groups: dict[Any, list[Any]] = {}
+    for g in guards:
+        if g.kind is GuardKind.DICT_CONTAINS and not g.value[1] and type(g.value[0]) in _SIMPLE_CONSTANTS \
+                and (type(g.source) is not ConstSource or type(g.source.value) in _PLAIN_MAPPINGS):
+            groups.setdefault(g.source, []).append(g.value[0])
+    merged = {src for src, keys in groups.items() if len(keys) >= 2}
+    out: list[Guard] = []
+    done: set = set()
+    for g in guards:
+        if g.kind is not GuardKind.DICT_CONTAINS or g.value[1] or g.source not in merged \
+                or type(g.value[0]) not in _SIMPLE_CONSTANTS:
+            out.append(g)
+        elif g.source not in done:  # the first of its group: the merged check
+            done.add(g.source)
+            out.append(Guard(g.source, GuardKind.DICT_LACKS, frozenset(groups[g.source])))
+    return out
 
 
 def _order(g: Guard):
@@ -344,7 +382,7 @@ def build_guard_function(guards: list[Guard], code: types.CodeType, fn: types.Fu
                dynamic_tensors or {}, shape_guards)
     counting = scope(count=True)
     parts = _collect_parts(ordered, counting, c, *options)  # readable, one by one (why)
-    fast = _collect_parts(ordered, scope(uses=counting.counts), c, *options)  # shared reads
+    fast = _collect_parts(merge_absent_keys(ordered), scope(uses=counting.counts), c, *options)  # shared reads
 
     sig = signature_text(code, ("___closure",) if closure_arg else ())
     helpers = {"___dispatch_keys": torch._C._dispatch_keys,

@@ -35,6 +35,8 @@ class GuardKind(enum.IntEnum):
     OBJECT_ALIASING = 10  # two sources are the same object
     TENSOR_MATCH = 11     # exact type, dtype, device, requires_grad, sizes, strides, keys
     NO_ALIASING = 12      # the sources in ``value`` are distinct objects
+    DICT_LACKS = 13       # value is a frozenset of keys none of which ``d`` has (several
+                          # DICT_CONTAINS-absent guards of one dict, merged by codegen)
 
 
 @dataclasses.dataclass(frozen=True)
