@@ -86,12 +86,10 @@ class CompileSession:
         when Python calls it).  Their traces treat modules as generic (see
         ``graph/shapes.py``): one function serves the many instances Python calls it
         with (the layers of a model calling one ``forward``)."""
-        code = fn.__code__ if isinstance(fn, types.FunctionType) else fn
-        if isinstance(code, types.CodeType):
-            self.hooks.shapes.for_code(code).make_modules_generic()
         if isinstance(fn, types.CodeType):
             nd = self._nested.get(fn)
             if nd is None:
+                self.hooks.shapes.for_code(fn).make_modules_generic()
                 nd = self._nested[fn] = NestedDispatcher(fn, self)
             return nd
         cf = self._wrapped.get(fn)
@@ -102,15 +100,16 @@ class CompileSession:
                 forward = self.module_method(raw.__func__ if static else type(fn).forward)
                 cf = self._wrapped[fn] = ModuleCall(fn, forward, self.interceptor, static)
             else:
+                self.hooks.shapes.for_code(fn.__code__).make_modules_generic()
                 cf = self._wrapped[fn] = CompiledFunction(fn, session=self, only_with_tensors=True)
         return cf
 
     def module_method(self, fn: types.FunctionType) -> "CompiledFunction":
         """A module method (its ``forward``) called from Python: one compiled function
         for every instance that has it, its traces treating modules as generic."""
-        self.hooks.shapes.for_code(fn.__code__).make_modules_generic()
         cf = self._wrapped.get(fn)
         if cf is None:
+            self.hooks.shapes.for_code(fn.__code__).make_modules_generic()
             cf = self._wrapped[fn] = CompiledFunction(fn, session=self)
         return cf
 
