@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import typing
 from typing import Any, Callable
 
 import torch
@@ -288,20 +289,32 @@ class GenericAttrSource(ChainedSource):
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
-class FromNumpySource(ChainedSource):
-    """``torch.from_numpy(base)``: a tensor sharing memory with a numpy array."""
+class ConvertedSource(ChainedSource):
+    """``convert(base)``: the value at ``base`` passed through a conversion function (each
+    subclass names its ``convert``, a staticmethod)."""
 
     base: Source
+    convert: typing.ClassVar[staticmethod]
+
+    def display(self) -> str:
+        return f"{self.convert.__name__}({self.base.display()})"
+
+    def render(self, scope: GuardScope) -> str:
+        return f"{scope.ref(self.convert)}({self.base.guard_expr(scope)})"
+
+    def reconstruct(self) -> list[Instruction]:
+        return [create_instruction("PUSH_NULL"), create_instruction("LOAD_CONST", argval=self.convert),
+                *self.base.reconstruct(), *create_call(1)]
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class FromNumpySource(ConvertedSource):
+    """``torch.from_numpy(base)``: a tensor sharing memory with a numpy array."""
+
+    convert = staticmethod(torch.from_numpy)
 
     def display(self) -> str:
         return f"torch.from_numpy({self.base.display()})"
-
-    def render(self, scope: GuardScope) -> str:
-        return f"{scope.ref(torch.from_numpy)}({self.base.guard_expr(scope)})"
-
-    def reconstruct(self) -> list[Instruction]:
-        return [create_instruction("PUSH_NULL"), create_instruction("LOAD_CONST", argval=torch.from_numpy),
-                *self.base.reconstruct(), *create_call(1)]
 
 
 def as_float_tensor(value: float) -> torch.Tensor:
@@ -310,21 +323,11 @@ def as_float_tensor(value: float) -> torch.Tensor:
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
-class FloatTensorSource(ChainedSource):
+class FloatTensorSource(ConvertedSource):
     """``as_float_tensor(base)``: a float argument passed to the graph as a 0-d float64
     tensor (inductor cannot take a ``SymFloat`` input; TorchDynamo passes floats so too)."""
 
-    base: Source
-
-    def display(self) -> str:
-        return f"as_float_tensor({self.base.display()})"
-
-    def render(self, scope: GuardScope) -> str:
-        return f"{scope.ref(as_float_tensor)}({self.base.guard_expr(scope)})"
-
-    def reconstruct(self) -> list[Instruction]:
-        return [create_instruction("PUSH_NULL"), create_instruction("LOAD_CONST", argval=as_float_tensor),
-                *self.base.reconstruct(), *create_call(1)]
+    convert = staticmethod(as_float_tensor)
 
 
 def module_attr_source(base: Source, attr: str, kind: str) -> Source:
