@@ -10,6 +10,7 @@ eager's gradients."""
 
 from __future__ import annotations
 
+import sys
 import warnings
 
 import pytest
@@ -226,3 +227,37 @@ def test_transformers_gradient_checkpointing_one_graph():
         torch.testing.assert_close(p.grad, grads[n], rtol=1e-4, atol=1e-5, msg=lambda m, n=n: f"{n}: {m}")
     assert cnt.frame_count == 1
     assert {n.meta["ac_graph_id"] for n in cnt.graphs[0].graph.nodes if "ac_graph_id" in n.meta} == {1, 2}
+
+
+USE_REENTRANT = False
+
+
+def flagged_loss(net, x, y):
+    h = checkpoint(net.block, net.fc1(x), use_reentrant=USE_REENTRANT)
+    return F.mse_loss(net.fc3(h), y)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_world_changes_between_calls(backend, monkeypatch):
+    """What the trace read about the call is guarded: the global passed as
+    ``use_reentrant`` flipped after the first call gives the reentrant variant (a break),
+    and the name ``checkpoint`` rebound to another function is what runs."""
+    net, ref = _nets()
+    cnt, be = counting_backend(backend)
+    compiled = graphjit.compile(flagged_loss, backend=be)
+    _same(_steps(compiled, net, n=1), _steps(flagged_loss, ref, n=1))
+    assert graphjit.stats()["graph_breaks"] == 0
+    monkeypatch.setattr(sys.modules[__name__], "USE_REENTRANT", True)
+    _same(_steps(compiled, net, n=1), _steps(flagged_loss, ref, n=1))
+    assert any("reentrant" in str(r) for r in graphjit.stats()["break_reasons"])
+    calls = []
+    original = checkpoint
+
+    def counting_checkpoint(fn, *args, **kwargs):
+        calls.append(fn)
+        return original(fn, *args, **kwargs)
+
+    monkeypatch.setattr(sys.modules[__name__], "USE_REENTRANT", False)
+    monkeypatch.setattr(sys.modules[__name__], "checkpoint", counting_checkpoint)
+    _same(_steps(compiled, net, n=1), _steps(flagged_loss, ref, n=1))
+    assert len(calls) == 2  # the compiled call and the eager one both ran the new function

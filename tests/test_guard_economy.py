@@ -136,11 +136,12 @@ def _opts_branch(opts, x):
     return x - 1
 
 
-def test_merged_absent_key_checks_follow_every_change():
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_merged_absent_key_checks_follow_every_change(backend):
     """The keys a dict must lack are checked in one call on the hot path; a key added
     later still recompiles, and a dict subclass with its own ``__contains__`` is still
     answered by it (as in eager)."""
-    cnt, be = counting_backend("eager")
+    cnt, be = counting_backend(backend)
     compiled = graphjit.compile(_opts_branch, backend=be)
     x = torch.ones(2)
     opts = {"other": 1}

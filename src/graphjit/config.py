@@ -12,6 +12,9 @@ debug_checks: bool = False
 #: On an internal graphjit error, log it and run the frame eagerly instead of raising.
 suppress_errors: bool = False
 
+#: The two settings below are read when a frame is traced: entries compiled before a
+#: change keep what they captured (``graphjit.reset()`` retraces everything).
+#:
 #: Data-dependent output shapes (``nonzero``, boolean-mask indexing, ``unique``...) are
 #: traced with unbacked symbolic sizes instead of graph-breaking (torch.compile's
 #: ``capture_dynamic_output_shape_ops``; off by default, as there).
