@@ -3,9 +3,12 @@
 Tracing ``with torch.autocast(...)`` runs autocast's own Python ``__enter__``: its
 ``torch.set_autocast_*`` calls are recorded in the graph and also change the process's
 autocast state, so fake tensors get autocast's dtypes.  A trace that stops inside such a
-block (a graph break, a restart, an error) never runs the ``__exit__``.  Contract:
-:func:`preserved_modes` leaves grad mode, the autocast state of every device type and the
-autocast nesting count as it found them, however the trace ends."""
+block (a graph break, a restart, an error) never runs the ``__exit__``; a failure inside
+a traced ``vmap``/``grad`` body or a mode's ``__torch_function__`` must not leave a
+functorch level or a mode pushed either.  Contract: :func:`preserved_modes` leaves grad
+mode, the autocast state of every device type and the autocast nesting count, the default
+dtype, functorch's interpreter stack depth and the torch-function and torch-dispatch mode
+stacks as it found them, however the trace ends."""
 
 from __future__ import annotations
 
@@ -23,19 +26,43 @@ def _nesting() -> int:
     return depth
 
 
+def _function_modes() -> tuple:
+    return tuple(torch._C._get_function_stack_at(i) for i in range(torch._C._len_torch_function_stack()))
+
+
+def _dispatch_modes() -> tuple:
+    return tuple(torch._C._get_dispatch_stack_at(i) for i in range(torch._C._len_torch_dispatch_stack()))
+
+
 def capture_modes() -> tuple:
     """Grad mode, inference mode, autocast (per device type), autocast's cache flag and
-    nesting count, as a comparable tuple."""
+    nesting count, the default dtype, functorch's interpreter stack depth and the
+    torch-function and torch-dispatch mode stacks, as a comparable tuple."""
     autocast = tuple((d, torch.is_autocast_enabled(d), torch.get_autocast_dtype(d))
                      for d in _DEVICE_TYPES)
     return (torch.is_grad_enabled(), autocast, torch.is_autocast_cache_enabled(), _nesting(),
-            torch.is_inference_mode_enabled())
+            torch.is_inference_mode_enabled(), torch.get_default_dtype(),
+            torch._C._functorch.get_dynamic_layer_stack_depth(), _function_modes(), _dispatch_modes())
 
 
 def restore_modes(state: tuple) -> None:
     """Put back what :func:`capture_modes` returned (inference mode excepted: it can only
     be entered and left by a block)."""
-    grad, autocast, cache, depth, _ = state  # inference mode: never changed by a trace
+    grad, autocast, cache, depth, _, dtype, functorch_depth, function_modes, dispatch_modes = state
+    if torch._C._functorch.get_dynamic_layer_stack_depth() != functorch_depth:
+        torch._C._functorch.pop_dynamic_layer_stack_and_undo_to_depth(functorch_depth)
+    if _function_modes() != function_modes:
+        while torch._C._len_torch_function_stack():
+            torch._C._pop_torch_function_stack()
+        for mode in function_modes:
+            torch._C._push_on_torch_function_stack(mode)
+    if _dispatch_modes() != dispatch_modes:
+        while torch._C._len_torch_dispatch_stack():
+            torch._C._pop_torch_dispatch_stack()
+        for mode in dispatch_modes:
+            torch._C._push_on_torch_dispatch_stack(mode)
+    if torch.get_default_dtype() != dtype:
+        torch.set_default_dtype(dtype)
     torch._C._set_grad_enabled(grad)
     for device, enabled, dtype in autocast:
         if torch.is_autocast_enabled(device) != enabled:
