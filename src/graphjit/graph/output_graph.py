@@ -70,6 +70,7 @@ from .shapes import (
     symbolic_number,
 )
 from .side_effects import SideEffects
+from .subgraphs import BodyScope
 
 _UNSAFE_CHARS = re.compile(r"[^0-9a-zA-Z_]+")
 
@@ -98,7 +99,14 @@ class OutputGraph:
     """The graph, fake mode, inputs and guards of one traced frame (plus inlined calls)."""
 
     def __init__(self, f_globals: dict, shapes: CodeShapes | None = None) -> None:
-        self.graph = torch.fx.Graph()
+        #: the graph ops are recorded in: the frame's, or the body being traced
+        self.graph = self.frame_graph = torch.fx.Graph()
+        #: the higher-order operator bodies being traced, innermost last
+        self.bodies: list[BodyScope] = []
+        self._body_names: dict[str, int] = {}
+        #: (id(module), name) -> the tensor ``functional_call`` gives for that parameter
+        #: or buffer while its call is traced (variables/functional_call.py)
+        self.param_overrides: dict[tuple[int, str], VariableTracker] = {}
         #: which sizes and numbers are symbolic (``None``: all static)
         self.shapes = shapes
         self.shape_env = new_shape_env()
@@ -114,6 +122,8 @@ class OutputGraph:
         self.graph_args: list[GraphArg] = []
         self._inputs_by_id: dict[int, TensorVariable] = {}
         self._attrs_by_id: dict[int, tuple[str, Any]] = {}
+        #: attribute name -> its one ``get_attr`` node (a body lifts each tensor once)
+        self._attr_nodes: dict[str, torch.fx.Node] = {}
         self.root = torch.nn.Module()
         self.grad_enabled = torch.is_grad_enabled()
         #: the traced inference mode (fake tensors are computed under it)
@@ -239,7 +249,7 @@ class OutputGraph:
             fake = self.fake_mode.from_tensor(example, static_shapes=True)
             fake.item_memo = sym
             tensor = self._new_input(FloatTensorSource(source), example, fake)
-            node = self.graph.create_node("call_method", "item", (tensor,), {})
+            node = self.frame_graph.create_node("call_method", "item", (tensor,), {})
             self._float_items[source] = node
             return SymNodeVariable(node, sym, source=source)
         node = self._new_input(source, value, sym)
@@ -279,12 +289,13 @@ class OutputGraph:
         """A new placeholder for the value read through ``source`` (``real`` at trace
         time, ``example`` its fake or symbolic stand-in).  Placeholders stay first, in the
         order inputs were read."""
+        graph = self.frame_graph
         if self.graph_args:
-            where = self.graph.inserting_after(self.graph_args[-1].node)
+            where = graph.inserting_after(self.graph_args[-1].node)
         else:
-            where = self.graph.inserting_before(next(iter(self.graph.nodes), None))
+            where = graph.inserting_before(next(iter(graph.nodes), None))
         with where:
-            node = self.graph.placeholder(_graph_name(source))
+            node = graph.placeholder(_graph_name(source))
         node.meta["example_value"] = example
         node.meta["source"] = source
         self.graph_args.append(GraphArg(source, real, node))
@@ -330,20 +341,74 @@ class OutputGraph:
 
     def get_attr_tensor(self, tensor: torch.Tensor, hint: str, source: Source | None) -> TensorVariable:
         name = self.add_attr(tensor, hint)
-        node = self.graph.get_attr(name)
-        fake = self.fake_mode.from_tensor(tensor, static_shapes=True)
-        node.meta["example_value"] = fake
+        node = self._attr_nodes.get(name)
+        if node is None or node._erased or node.target != name:
+            node = self._attr_nodes[name] = self.frame_graph.get_attr(name)
+            node.meta["example_value"] = self.fake_mode.from_tensor(tensor, static_shapes=True)
+        fake = node.meta["example_value"]
         var = TensorVariable(node, fake, source=source)
         var.class_type = type(tensor)  # a Parameter is one (isinstance(p, nn.Parameter))
         return var
+
+    # -- bodies of higher-order operators (graph/subgraphs.py) ----------------------------
+    @contextlib.contextmanager
+    def body(self, kind: str):
+        """Trace a body of a higher-order operator: ops go into a new graph until the
+        block ends (see ``graph/subgraphs.py``)."""
+        index = self._body_names[kind] = self._body_names.get(kind, -1) + 1
+        scope = BodyScope(f"{kind}_{index}", self.bodies[-1] if self.bodies else None, self.frame_graph)
+        self.bodies.append(scope)
+        self.graph = scope.graph
+        try:
+            yield scope
+        finally:
+            scope.close()
+            self.bodies.pop()
+            self.graph = self.bodies[-1].graph if self.bodies else self.frame_graph
+
+    def lift(self, arg: Any) -> Any:
+        """An fx argument with every node from outside the body being traced replaced by
+        the body's input for it (nothing to do outside bodies)."""
+        if not self.bodies:
+            return arg
+        return torch.fx.node.map_arg(arg, self.bodies[-1].lift)
+
+    def install_body(self, gm: torch.fx.GraphModule) -> torch.fx.Node:
+        """A ``get_attr`` node, in the graph being traced, of a finished body's module."""
+        owner = self.bodies[-1].root if self.bodies else self.root
+        name, i = gm.__class__.__name__, 0
+        while hasattr(owner, name):
+            i += 1
+            name = f"{gm.__class__.__name__}_{i}"
+        owner.add_module(name, gm)
+        node = self.graph.get_attr(name)
+        node.meta["example_value"] = gm
+        return node
+
+    def record(self, tx, target: Any, node_args: tuple, example: Any, wrap: bool = True):
+        """A ``call_function`` node with fx arguments already made (a higher-order
+        operator's call: bodies as ``get_attr`` nodes) whose fake result is ``example``:
+        its tracker (with ``wrap=False`` the node, its example in its meta)."""
+        node = self.graph.create_node("call_function", target, self.lift(node_args), {})
+        node.meta["stack"] = tx.user_stack_summary() if hasattr(tx, "user_stack_summary") else None
+        if self.shape_env.pending_fresh_unbacked_symbols:
+            node.meta["unbacked_bindings"] = compute_unbacked_bindings(self.shape_env, example)
+        if not wrap:
+            node.meta["example_value"] = example
+            return node
+        return self.wrap_result(node, example, "call_function", target)
+
+    def run_fake(self, target: Any, node_args: tuple) -> Any:
+        """``target`` called on the fake values of fx arguments (as :meth:`call` does)."""
+        return self._run_fake("call_function", target, torch.fx.node.map_arg(self.lift(node_args), _example), {})
 
     # -- ops ------------------------------------------------------------------------------
     def call(self, tx, op: str, target: Any, args: list, kwargs: dict) -> VariableTracker:
         """Record ``op``/``target`` on tracker arguments; return the wrapped result."""
         if any(isinstance(a, PrologueValueVariable) for a in [*args, *kwargs.values()]):
             args, kwargs = self._lift_prologue_values(tx, args, kwargs)
-        node_args = tuple(_to_node_arg(a) for a in args)
-        node_kwargs = {k: _to_node_arg(v) for k, v in kwargs.items()}
+        node_args = self.lift(tuple(_to_node_arg(a) for a in args))
+        node_kwargs = self.lift({k: _to_node_arg(v) for k, v in kwargs.items()})
         fake_args = torch.fx.node.map_arg(node_args, _example)
         fake_kwargs = torch.fx.node.map_arg(node_kwargs, _example)
         example = self._run_fake(op, target, fake_args, fake_kwargs)
@@ -377,8 +442,8 @@ class OutputGraph:
         ``Module.__call__``: its hook checks on every call, or the hooks again)."""
         target = self.add_attr(module, hint)
         mod_node = self.graph.get_attr(target)
-        node_args = (mod_node, *(_to_node_arg(a) for a in args))
-        node_kwargs = {k: _to_node_arg(v) for k, v in kwargs.items()}
+        node_args = (mod_node, *self.lift(tuple(_to_node_arg(a) for a in args)))
+        node_kwargs = self.lift({k: _to_node_arg(v) for k, v in kwargs.items()})
         fake_args = torch.fx.node.map_arg(node_args[1:], _example)
         fake_kwargs = torch.fx.node.map_arg(node_kwargs, _example)
         fake = self.fake_module(target)
@@ -568,7 +633,7 @@ def _example(node: torch.fx.Node):
 
 def _to_node_arg(var: VariableTracker):
     """A tracker as an fx argument: nodes for tensors, values for constants."""
-    if isinstance(var, (TensorVariable, SymNodeVariable)):
+    if isinstance(var, (TensorVariable, SymNodeVariable)) or getattr(var, "is_graph_value", False):
         return var.node
     if isinstance(var, (TupleVariable, ListVariable)):
         items = [_to_node_arg(v) for v in var.items]

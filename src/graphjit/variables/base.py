@@ -34,10 +34,52 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 class MutationType:
-    """Base of the mutation types.  ``None`` on a tracker means immutable."""
+    """Base of the mutation types.  ``None`` on a tracker means immutable.  ``scope`` is
+    the body scope (see :func:`check_mutable`) the tracker was made in."""
+
+    def __init__(self, scope: int | None = None) -> None:
+        self.scope = _SCOPE[-1] if scope is None else scope
 
     def __repr__(self) -> str:
         return type(self).__name__ + "()"
+
+
+# -- body scopes of higher-order operators -------------------------------------------------
+#: the ids of the subgraph bodies being traced, innermost last (0: the frame itself)
+_SCOPE = [0]
+_SCOPE_IDS = [0]
+
+
+def enter_scope() -> int:
+    """A body of a higher-order operator (``torch.cond``'s branches, a ``vmap``'d
+    function) starts being traced: objects made from now on belong to it."""
+    _SCOPE_IDS[0] += 1
+    _SCOPE.append(_SCOPE_IDS[0])
+    return _SCOPE[-1]
+
+
+def exit_scope(scope: int) -> None:
+    assert _SCOPE[-1] == scope, (_SCOPE, scope)
+    _SCOPE.pop()
+
+
+def in_body() -> bool:
+    """Is a higher-order operator's body being traced?"""
+    return len(_SCOPE) > 1
+
+
+def check_mutable(var: "VariableTracker", what: str) -> None:
+    """Refuse a mutation, inside a body, of an object made outside it: the body runs
+    zero, one or many times when the graph runs (a ``cond`` branch, a loop body), so its
+    Python side effects cannot be replayed once.  Mutations of objects that existed
+    before the call are refused where they are logged (``side_effects``)."""
+    if len(_SCOPE) > 1 and var.mutation_type is not None and var.mutation_type.scope != _SCOPE[-1]:
+        raise unsupported(
+            "side effect in a higher-order operator's body", what,
+            "The body of torch.cond, while_loop, map, scan or a torch.func transform must not "
+            "change Python objects made outside it: it is traced once but runs any number of "
+            "times when the graph runs.",
+            ["Return the new values from the function instead of storing them in outer objects."])
 
 
 class ValueMutationNew(MutationType):

@@ -20,7 +20,7 @@ from typing import Any
 
 from ..exc import ObservedException, observed, unsupported
 from ..sources import AttrSource, Source
-from .base import AttributeMutationExisting, AttributeMutationNew, VariableTracker, register_builder
+from .base import AttributeMutationExisting, AttributeMutationNew, VariableTracker, check_mutable, register_builder
 
 EMPTY: Any = type("EmptyCell", (), {"__repr__": lambda self: "<empty>"})()
 _UNREAD: Any = type("Unread", (), {"__repr__": lambda self: "<unread>"})()
@@ -63,6 +63,7 @@ class CellVariable(VariableTracker):
         return self._contents
 
     def store(self, tx, value: VariableTracker) -> None:
+        check_mutable(self, f"store to the free variable {self.name}")
         if isinstance(self.mutation_type, AttributeMutationExisting):
             if self.local_name is None and self.source is None:
                 raise unsupported("write to a cell without a source", f"{self.name} = ...")
@@ -71,6 +72,7 @@ class CellVariable(VariableTracker):
 
     def delete(self, tx) -> None:
         self.load(tx)
+        check_mutable(self, f"delete of the free variable {self.name}")
         if isinstance(self.mutation_type, AttributeMutationExisting):
             tx.output.side_effects.cell_store(self, EMPTY)
         self._contents = EMPTY

@@ -29,6 +29,7 @@ from ..guards.guard import GuardKind
 from ..polyfills import builtins as poly
 from ..sources import AttrSource, ConstSource, GetItemSource, GlobalSource, ObjectKey, Source
 from .base import (
+    check_mutable,
     MethodVariable,
     ValueMutationExisting,
     ValueMutationNew,
@@ -270,6 +271,7 @@ class DictVariable(VariableTracker):
 
     def setitem_key(self, tx, key: Any, value: VariableTracker) -> None:
         self._check_writable(tx)
+        check_mutable(self, "dict store")
         if self.is_existing:
             guard_key(tx, key)
             self.written.add(key)
@@ -288,6 +290,7 @@ class DictVariable(VariableTracker):
             # never read (an object's attribute: otherwise covered by the value's guard)
             DictVariable.guard_contains(self, tx, key, True)
         self._check_writable(tx)
+        check_mutable(self, "dict delete")
         if self.is_existing:
             guard_key(tx, key)
             self.written.add(key)

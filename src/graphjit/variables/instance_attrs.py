@@ -19,7 +19,7 @@ from ..exc import ObservedException, observed, unsupported
 from ..guards.guard import GuardKind
 from ..sources import AttrSource, GenericAttrSource, Source
 from . import object_protocol as proto
-from .base import TrackerMeta, VariableTracker
+from .base import TrackerMeta, ValueMutationNew, VariableTracker, check_mutable
 from .constant import ConstantVariable
 from .dicts import DELETED, MISSING, DictVariable
 
@@ -62,8 +62,8 @@ class InstanceAttrsMixin(metaclass=TrackerMeta):
 
     def instance_dict(self, tx) -> DictVariable:
         if self._dict is None:
-            if self.is_new:
-                self._dict = DictVariable({})
+            if self.is_new:  # (belongs to the object's body scope, not the reader's)
+                self._dict = DictVariable({}, mutation_type=ValueMutationNew(self.mutation_type.scope))
             else:  # (read without running a class's own __getattribute__)
                 real = object.__getattribute__(self.value, "__dict__")
                 self._dict = InstanceDictVariable(self, backing=real, source=self.attr_source("__dict__"))
@@ -75,6 +75,7 @@ class InstanceAttrsMixin(metaclass=TrackerMeta):
         if not isinstance(value, DictVariable):
             raise observed(TypeError, f"__dict__ must be set to a dictionary, not a "
                                       f"'{value.python_type().__name__}'")
+        check_mutable(self, "__dict__ assignment")
         if not self.is_new:
             tx.output.side_effects.attr_store(self, "__dict__", value)
         self._dict = value
@@ -108,12 +109,14 @@ class InstanceAttrsMixin(metaclass=TrackerMeta):
         return VariableTracker.build(tx, real, self.attr_source(name))
 
     def slot_set(self, tx, name: str, value: VariableTracker) -> None:
+        check_mutable(self, f"attribute store .{name}")
         if not self.is_new:
             tx.output.side_effects.attr_store(self, name, value)
         self.slot_values[name] = value
 
     def slot_delete(self, tx, name: str) -> None:
         self.slot_get(tx, name)  # AttributeError if it has no value
+        check_mutable(self, f"attribute delete .{name}")
         if not self.is_new:
             tx.output.side_effects.attr_store(self, name, DELETED)
         self.slot_values[name] = DELETED

@@ -15,7 +15,7 @@ import itertools
 import types
 
 from ..exc import ObservedException, observed, unsupported
-from .base import MethodVariable, ValueMutationNew, VariableTracker
+from .base import MethodVariable, ValueMutationNew, VariableTracker, check_mutable
 from .constant import ConstantVariable
 from .dicts import DictVariable, DictViewVariable
 from .sequences import ListVariable, TupleVariable
@@ -88,11 +88,14 @@ class ListIteratorVariable(IteratorVariable):
         seq = self._seq()
         if self.index >= len(seq):
             return None
+        check_mutable(self, "next() of an iterator")
         self.index += 1
         return seq[self.index - 1]
 
     def unpack(self, tx) -> list[VariableTracker]:
         rest = self._seq()[self.index:]
+        if rest:
+            check_mutable(self, "iterating an iterator")
         self.index = len(self._seq())
         return list(rest)
 
@@ -139,6 +142,7 @@ class GeneratorVariable(IteratorVariable):
         noting whether that step could be replayed on a fresh generator: only if it
         changed nothing outside the generator (no side effect, no draw, no in-place or
         random op) and what was sent is a constant."""
+        check_mutable(self, "advancing a generator")
         out = tx.output
         mark, steps, nodes = out.side_effects.mark(), len(out.prologue.steps), len(out.graph.nodes)
         value = None if sent is None else sent

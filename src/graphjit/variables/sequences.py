@@ -23,6 +23,7 @@ from ..guards.guard import GuardKind
 from ..polyfills import builtins as poly
 from ..sources import AttrSource, GetItemSource
 from .base import (
+    check_mutable,
     MethodVariable,
     ValueMutationExisting,
     ValueMutationNew,
@@ -195,6 +196,7 @@ class ListVariable(BaseSequenceVariable):
     def _mutate(self, tx, op: str, item: VariableTracker | None = None) -> None:
         """New lists mutate freely; a pre-existing list's mutation is logged for replay."""
         if isinstance(self.mutation_type, ValueMutationNew):
+            check_mutable(self, f"list.{op}")
             return
         if self.source is None:
             raise unsupported("mutation of a list without a source", f"list.{op} on {self!r}",
@@ -320,6 +322,7 @@ class DequeVariable(BaseSequenceVariable):
 
     def _mutate(self, tx) -> None:
         if isinstance(self.mutation_type, ValueMutationNew):
+            check_mutable(self, "deque mutation")
             return
         if self.source is None:
             raise unsupported("mutation of a deque without a source", repr(self))

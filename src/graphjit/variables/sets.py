@@ -14,6 +14,7 @@ import torch
 from ..exc import observed, unsupported
 from ..guards.guard import GuardKind
 from .base import (
+    check_mutable,
     MethodVariable,
     ValueMutationExisting,
     ValueMutationNew,
@@ -76,6 +77,7 @@ class SetVariable(VariableTracker):
         add it to the recipe."""
         if self.frozen:
             raise observed(AttributeError, f"'frozenset' object has no attribute '{op}'")
+        check_mutable(self, f"set.{op}")
         if self.existing is not None:
             if self.source is None:
                 raise unsupported("mutation of a set without a source", repr(self))

@@ -1,0 +1,144 @@
+"""Bodies of higher-order operators: fx subgraphs traced inside the frame's trace.
+
+``torch.cond``'s branches, a ``while_loop``'s condition and body, the function a
+``torch.func`` transform applies: each is traced like inlined user code, but its ops go
+into a graph of its own, which becomes a ``GraphModule`` attribute of the graph it is
+called from (``get_attr`` + ``call_function(op, body, ...)``), as in TorchDynamo's
+``speculate_subgraph`` (``torch/_dynamo/variables/higher_order_ops.py``).
+
+Contract:
+
+* :meth:`OutputGraph.body <graphjit.graph.output_graph.OutputGraph.body>` opens a
+  :class:`BodyScope`: from then on ``OutputGraph.graph`` is the body's graph, and every
+  tracker made belongs to the body (``variables.base.enter_scope``: mutating an object made
+  outside it, or one that existed before the call, is refused: the body runs any number of
+  times).  Scopes nest (a ``cond`` inside a ``vmap``'d function).
+* The body's explicit inputs are its first placeholders, in order (:meth:`BodyScope.input`).
+* A value from outside the body (a tensor of the frame, a parameter, a symbolic size) used
+  by an op in the body is *lifted*: a placeholder of the body, after the explicit ones,
+  stands for it, recursively through every enclosing body, once per value
+  (:meth:`BodyScope.lift`).  The operator is then called with those outer values after its
+  explicit operands (:attr:`BodyScope.lifted`), so a body reads no tensor except through its
+  inputs: AOTAutograd sees every parameter a body uses as an input and differentiates
+  through it.
+* Graph inputs and tensor attributes (``get_attr``) are always made in the frame's graph,
+  and lifted into bodies from there.
+* :meth:`BodyScope.finish` makes the ``GraphModule``; bodies called from a body are
+  attributes of that body's module, the others of the frame's root module.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.fx
+from torch.multiprocessing.reductions import StorageWeakRef
+
+from ..exc import InternalError
+from ..variables.base import enter_scope, exit_scope
+
+
+class BodyScope:
+    """One body being traced: its graph, the enclosing scope, the outer values lifted."""
+
+    def __init__(self, name: str, parent: "BodyScope | None", frame_graph: torch.fx.Graph) -> None:
+        self.name = name
+        self.parent = parent
+        self.frame_graph = frame_graph
+        self.graph = torch.fx.Graph()
+        #: outer node -> the placeholder standing for it here, in lifting order
+        self.lifted: dict[torch.fx.Node, torch.fx.Node] = {}
+        self.inputs: list[torch.fx.Node] = []
+        #: bodies called from this one (attributes of this body's module)
+        self.root = torch.nn.Module()
+        #: placeholder -> its example's version counter when it was made
+        self.versions: dict[torch.fx.Node, int] = {}
+        self.scope_id = enter_scope()
+        self.closed = False
+
+    def __repr__(self) -> str:
+        return f"BodyScope({self.name}: {len(self.inputs)} inputs, {len(self.lifted)} lifted)"
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            exit_scope(self.scope_id)
+
+    # -- inputs ---------------------------------------------------------------------------
+    def _last_placeholder(self) -> torch.fx.Node | None:
+        last = None
+        for node in self.graph.nodes:
+            if node.op != "placeholder":
+                break
+            last = node
+        return last
+
+    def _placeholder(self, name: str, example: Any) -> torch.fx.Node:
+        last = self._last_placeholder()
+        if last is None:
+            where = self.graph.inserting_before(next(iter(self.graph.nodes), None))
+        else:
+            where = self.graph.inserting_after(last)
+        with where:
+            node = self.graph.placeholder(name)
+        node.meta["example_value"] = example
+        if isinstance(example, torch.Tensor):
+            self.versions[node] = example._version
+        return node
+
+    def input(self, name: str, example: Any) -> torch.fx.Node:
+        """A new explicit input (made before anything is lifted)."""
+        assert not self.lifted, "explicit inputs come first"
+        node = self._placeholder(name, example)
+        self.inputs.append(node)
+        return node
+
+    def lift(self, node: torch.fx.Node) -> torch.fx.Node:
+        """``node`` as a value of this body: itself if it is one, else the placeholder
+        lifted for it (lifted into the enclosing bodies first)."""
+        if node.graph is self.graph:
+            return node
+        if self.parent is not None:
+            outer = self.parent.lift(node)
+        elif node.graph is self.frame_graph:
+            outer = node
+        else:  # a value of a body whose trace is over (a bug: they never escape it)
+            raise InternalError(f"{node.name} belongs to a finished body, not to {self.name}'s callers")
+        known = self.lifted.get(outer)
+        if known is None:
+            known = self.lifted[outer] = self._placeholder(f"lifted_{outer.name}", outer.meta.get("example_value"))
+        return known
+
+    # -- purity ---------------------------------------------------------------------------
+    def mutated_inputs(self) -> list[torch.fx.Node]:
+        """The inputs an op of the body changed in place."""
+        return [n for n, v in self.versions.items() if n.meta["example_value"]._version != v]
+
+    def aliased_outputs(self, outputs: list) -> str | None:
+        """How ``outputs`` alias an input or each other (``None`` if they do not)."""
+        inputs = {_storage(n.meta["example_value"]): n.name for n in self.versions}
+        seen: dict = {}
+        for out in outputs:
+            if not isinstance(out, torch.fx.Node) or not isinstance(out.meta.get("example_value"), torch.Tensor):
+                continue
+            key = _storage(out.meta["example_value"])
+            if key in inputs:
+                return f"output {out.name} aliases input {inputs[key]}"
+            if key in seen:
+                return f"outputs {seen[key]} and {out.name} alias each other"
+            seen[key] = out.name
+        return None
+
+    # -- the module -----------------------------------------------------------------------
+    def finish(self, outputs: Any) -> torch.fx.GraphModule:
+        """The body's ``GraphModule`` returning ``outputs`` (nodes and constants, lifted)."""
+        outputs = torch.fx.node.map_arg(outputs, self.lift)
+        self.graph.output(outputs)
+        gm = torch.fx.GraphModule(self.root, self.graph, class_name=self.name)
+        gm.graph.lint()
+        return gm
+
+
+def _storage(tensor: torch.Tensor):
+    return StorageWeakRef(tensor.untyped_storage())

@@ -1,0 +1,10 @@
+"""Higher-order operators: calls whose arguments are functions, traced into subgraphs.
+
+``body`` traces one function into a subgraph (shared by all of them); ``pytree`` flattens
+their nested arguments and results; ``control_flow`` models ``torch.cond``,
+``while_loop``, ``map`` and ``scan``; ``transforms`` (with their graph targets in
+``transform_calls``) the ``torch.func`` transforms.
+"""
+
+from . import control_flow  # noqa: F401  (registers the front ends)
+from . import transforms  # noqa: F401  (registers torch.func's transforms)

@@ -1,0 +1,205 @@
+"""Structured control flow in compiled code (``variables/hops/control_flow.py``):
+``torch.cond``, ``while_loop``, ``map``, ``scan`` each one graph node calling torch's
+operator on traced bodies, with ``eager`` and ``aot_eager`` (gradients through ``cond``),
+``fullgraph=True``, graph counts pinned to torch.compile's, and eager's behaviour wherever
+a body cannot be captured (the call runs in Python, where eager's front end raises).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch._dynamo
+from torch._higher_order_ops.map import map as hop_map
+from torch._higher_order_ops.scan import scan
+from torch._higher_order_ops.while_loop import while_loop
+
+import graphjit
+from graphjit.runtime.mode_state import capture_modes
+from graphjit.testing import CompileCounter, check_same
+
+torch.manual_seed(0)
+R = torch.randn
+W = torch.randn(3)
+LIN = torch.nn.Linear(3, 3)
+
+
+def cond_closure(x, y):
+    return torch.cond(x.sum() > 0, lambda a, b: (a.sin() + y, b.clone()), lambda a, b: (a.cos(), b * 2), (x, y))
+
+
+def cond_module(x):
+    return torch.cond(x.sum() > 0, lambda a: LIN(a).relu(), lambda a: LIN(a * 2), (x,))
+
+
+def cond_python_pred(x, flag):  # a Python predicate picks its branch at trace time
+    return torch.cond(flag, lambda a: a + 1, lambda a: a - 1, (x,))
+
+
+def cond_nested(x):
+    def outer_true(a):
+        return torch.cond(a.mean() > 0.5, lambda b: b * 3, lambda b: b / 3, (a,))
+    return torch.cond(x.max() > 0, outer_true, lambda a: a.neg(), (x,))
+
+
+def cond_pytree_operands(x, y):
+    return torch.cond(x.sum() > 0, lambda d: {"s": d["a"] + d["b"]}, lambda d: {"s": d["a"] - d["b"]},
+                      ({"a": x, "b": y},))
+
+
+def cond_symbolic_pred(x):
+    return torch.cond(x.shape[0] > 3, lambda a: a.sum(0, keepdim=True), lambda a: a[:1].clone(), (x,))
+
+
+def while_loop_counter(i, x):
+    return while_loop(lambda i, x: i.sum() < 5, lambda i, x: (i + 1, x * W), (i, x))
+
+
+def while_loop_nested_carry(i, x):
+    return while_loop(lambda i, t: i.sum() < 3, lambda i, t: (i + 1, (t[0] * 2,)), (i, (x,)))
+
+
+def map_with_args(xs, y):
+    return hop_map(lambda x, y: x * y + W, xs, y)
+
+
+def map_pytree(xs):
+    return hop_map(lambda d: {"p": d["a"] * d["b"]}, {"a": xs, "b": xs + 1})
+
+
+def scan_dim(init, xs):
+    def combine(c, x):
+        n = c + x * W
+        return n, n.sin()
+    return scan(combine, init, xs, dim=1)
+
+
+def scan_reverse(init, xs):
+    return scan(lambda c, x: (c * x, (c + 1).clone()), init, xs, reverse=True)
+
+
+#: name -> (program, arguments, torch.compile's graph count, its fullgraph holds)
+PROGRAMS = {
+    "cond_closure_pos": (cond_closure, (R(4).abs(), R(4)), 1),
+    "cond_closure_neg": (cond_closure, (-R(4).abs(), R(4)), 1),
+    "cond_module": (cond_module, (R(2, 3),), 1),
+    "cond_python_pred": (cond_python_pred, (R(3), True), 1),
+    "cond_nested": (cond_nested, (R(4),), 1),
+    "cond_pytree_operands": (cond_pytree_operands, (R(3), R(3)), 1),
+    "cond_symbolic_pred": (cond_symbolic_pred, (R(5, 2),), 1),
+    "while_loop_counter": (while_loop_counter, (torch.zeros(1), R(3)), 1),
+    "while_loop_nested_carry": (while_loop_nested_carry, (torch.zeros(1), R(3)), 1),
+    "map_with_args": (map_with_args, (R(4, 3), R(3)), 1),
+    "map_pytree": (map_pytree, (R(4, 2),), 1),
+    "scan_dim": (scan_dim, (torch.zeros(3), R(3, 5)), 1),
+    "scan_reverse": (scan_reverse, (torch.ones(2), R(4, 2)), 1),
+}
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+@pytest.mark.parametrize("name", list(PROGRAMS))
+def test_same_as_eager(name, backend):
+    fn, args, dynamo_graphs = PROGRAMS[name]
+    check_same(fn, *args, backend=backend, fullgraph=True)
+    assert check_same(fn, *args, fullgraph=True).frame_count == dynamo_graphs
+
+
+@pytest.mark.parametrize("name", ["cond_closure_pos", "cond_module", "while_loop_counter", "map_with_args",
+                                  "scan_dim"])
+def test_graph_count_equals_torch_compile(name):
+    fn, args, pinned = PROGRAMS[name]
+    torch._dynamo.reset()
+    counter = CompileCounter()
+    try:
+        torch.compile(fn, backend=counter, fullgraph=True)(*args)
+    finally:
+        torch._dynamo.reset()
+    assert counter.frame_count == pinned
+
+
+def test_graph_calls_the_operator_with_lifted_inputs():
+    cnt = check_same(cond_closure, R(4), R(4), fullgraph=True)
+    code = cnt.graphs[0].code
+    assert "torch.ops.higher_order.cond(" in code and "cond_true_0" in code, code
+    # y is an operand and also read by the true branch: passed once
+    assert "(x, y)" in code, code
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_gradients_through_cond(backend):
+    w = R(3, requires_grad=True)
+
+    def fn(x):
+        return torch.cond(x.sum() > 0, lambda a: (a * w).sin(), lambda a: a.cos() * w, (x,)).sum()
+
+    for x in (R(3).abs().requires_grad_(), (-R(3).abs()).requires_grad_()):
+        expected = torch.autograd.grad(fn(x), (x, w))
+        graphjit.reset()
+        actual = torch.autograd.grad(graphjit.compile(fn, backend=backend, fullgraph=True)(x), (x, w))
+        for a, e in zip(actual, expected, strict=True):
+            torch.testing.assert_close(a, e)
+
+
+def test_both_branches_follow_the_data_between_calls():
+    cnt = CompileCounter()
+    compiled = graphjit.compile(cond_closure, backend=cnt, fullgraph=True)
+    for x in (R(4).abs(), -R(4).abs(), R(4).abs()):
+        y = R(4)
+        for a, e in zip(compiled(x, y), cond_closure(x, y), strict=True):
+            torch.testing.assert_close(a, e)
+    assert cnt.frame_count == 1  # one graph serves both branches
+
+
+def test_closure_and_module_changes_recompile():
+    global W
+    compiled = graphjit.compile(map_with_args, backend="eager", fullgraph=True)
+    xs, y = R(4, 3), R(3)
+    compiled(xs, y)
+    old = W
+    try:
+        W = R(3)
+        torch.testing.assert_close(compiled(xs, y), map_with_args(xs, y))
+    finally:
+        W = old
+    compiled = graphjit.compile(cond_module, backend="eager", fullgraph=True)
+    x = R(2, 3).abs()
+    compiled(x)
+    with torch.no_grad():
+        LIN.weight.mul_(2)  # the parameter itself changes: read when the graph runs
+    torch.testing.assert_close(compiled(x), cond_module(x))
+
+
+# -- what the operators reject: eager's behaviour ------------------------------------------------
+
+def cond_returns_input(x):  # eager raises (aliasing)
+    return torch.cond(x.sum() > 0, lambda a: a, lambda a: a + 1, (x,))
+
+
+def cond_mutates_input(x):  # eager raises (input mutation)
+    return torch.cond(x.sum() > 0, lambda a: a.add_(1), lambda a: a + 1, (x,))
+
+
+def cond_mismatched_branches(x):  # eager raises
+    return torch.cond(x.sum() > 0, lambda a: a.sum(), lambda a: a, (x,))
+
+
+LOG = []
+
+
+def cond_side_effect(x):  # eager appends (Dynamo traces the branches)...
+    def true_fn(a):
+        LOG.append("t")
+        return a + 1
+    return torch.cond(x.sum() > 0, true_fn, lambda a: a - 1, (x,))
+
+
+@pytest.mark.parametrize("fn", [cond_returns_input, cond_mutates_input, cond_mismatched_branches,
+                                cond_side_effect])
+def test_rejected_bodies_run_in_python(fn):
+    before = capture_modes()
+    check_same(fn, R(3).abs())
+    assert capture_modes() == before
+    assert graphjit.stats()["graph_breaks"] >= 1
+    with pytest.raises(graphjit.Unsupported, match="cond"):
+        graphjit.reset()
+        graphjit.compile(fn, backend="eager", fullgraph=True)(R(3).abs())
