@@ -32,7 +32,7 @@ from ..exc import observed, unsupported
 from ..guards.guard import GuardKind
 from ..sources import AttrSource, ConstSource, module_attr_source
 from . import object_protocol as proto
-from .base import MethodVariable, VariableTracker, register_builder
+from .base import MethodVariable, VariableTracker, in_body, register_builder
 from .constant import ConstantVariable
 from .dicts import MISSING, DictVariable
 from .functions import UserMethodVariable
@@ -142,6 +142,9 @@ class NNModuleVariable(UserObjectVariable):
             return super().getattr_fallback(tx, name, getattr_fn)
         m, src = self.value, self.source
         d = m.__dict__
+        overrides = tx.output.param_overrides
+        if overrides and (id(m), name) in overrides:  # functional_call's tensor for it
+            return overrides[(id(m), name)]
         for kind in ("_parameters", "_buffers", "_modules"):
             table = d.get(kind)
             if table is None:
@@ -164,7 +167,14 @@ class NNModuleVariable(UserObjectVariable):
         raise observed(AttributeError, f"'{type(m).__name__}' object has no attribute '{name}'")
 
     # -- Module.__setattr__ / __delattr__ ------------------------------------------------
+    def _check_not_overridden(self, tx, name: str) -> None:
+        if (id(self.value), name) in tx.output.param_overrides:
+            raise unsupported("writing a parameter or buffer functional_call replaced", self._hint(name),
+                              "Eager writes the replacement and hands it back to the caller's dict; "
+                              "the call runs in Python.")
+
     def store_attr(self, tx, name: str, value: VariableTracker) -> None:
+        self._check_not_overridden(tx, name)
         if proto.type_attr_raw(self.cls, "__setattr__") is not torch.nn.Module.__setattr__:
             return super().store_attr(tx, name, value)
         d = self.value.__dict__
@@ -185,6 +195,7 @@ class NNModuleVariable(UserObjectVariable):
         proto.generic_setattr(tx, self, name, value)
 
     def del_attr(self, tx, name: str) -> None:
+        self._check_not_overridden(tx, name)
         if proto.type_attr_raw(self.cls, "__delattr__") is not torch.nn.Module.__delattr__:
             return super().del_attr(tx, name)
         d = self.value.__dict__
@@ -235,6 +246,9 @@ class NNModuleVariable(UserObjectVariable):
         ``_modules`` and parameter/buffer dict on the way guarded by its keys, each
         tensor the same graph attribute as reading it by name gives (and guarded by
         identity).  An iterator over the items."""
+        if tx.output.param_overrides:
+            raise unsupported(f"Module.{method}() inside functional_call", self._hint(),
+                              "It would list the replaced tensors; the call runs in Python.")
         kind, named = _MEMBER_METHODS[method]
         cargs = [a.as_python_constant() for a in args]
         ckwargs = {k: v.as_python_constant() for k, v in kwargs.items()}
@@ -288,7 +302,7 @@ class NNModuleVariable(UserObjectVariable):
 
     def _call_forward(self, tx, args, kwargs, hooks_traced: bool) -> VariableTracker:
         forward = self.var_getattr(tx, "forward")
-        if self._is_leaf_call(forward):
+        if self._is_leaf_call(tx, forward):
             return self._call_leaf(tx, args, kwargs, hooks_traced)
         return forward.call_function(tx, args, kwargs)
 
@@ -343,10 +357,26 @@ class NNModuleVariable(UserObjectVariable):
             out += list(self._hook_dict(tx, dict_name).realize_items(tx).items())
         return out
 
-    def _is_leaf_call(self, forward: VariableTracker) -> bool:
+    def _is_leaf_call(self, tx, forward: VariableTracker) -> bool:
+        """One node for the module (see ``_call_leaf``)?  Not in a higher-order operator's
+        body (a leaf is inlined there: its parameters must be lifted to the body's
+        inputs), nor when this trace replaced one of its parameters or buffers
+        (``functional_call``'s swap: the node would read the module's own)."""
         m = self.value
-        return (self.specialized and is_leaf_module(m) and isinstance(forward, UserMethodVariable)
-                and forward.fn_var.as_python_constant() is proto.type_attr_raw(type(m), "forward"))
+        return (self.specialized and not in_body() and is_leaf_module(m) and isinstance(forward, UserMethodVariable)
+                and forward.fn_var.as_python_constant() is proto.type_attr_raw(type(m), "forward")
+                and not self._registry_written(tx)
+                and not any(key[0] == id(m) for key in tx.output.param_overrides))
+
+    def _registry_written(self, tx) -> bool:
+        d = self._dict
+        if d is None:
+            return False
+        for kind in ("_parameters", "_buffers"):
+            registry = d.lookup(tx, kind)
+            if isinstance(registry, DictVariable) and registry.written:
+                return True
+        return False
 
     def _call_leaf(self, tx, args, kwargs, hooks_traced: bool) -> VariableTracker:
         """One node calling the class's ``forward`` alone: its hook dicts are guarded empty

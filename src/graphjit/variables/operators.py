@@ -207,9 +207,10 @@ def _object_op(tx, op, left, right) -> VariableTracker:
         result = obj.var_getattr(tx, dunder).call_function(tx, [other], {})
         if not (result.is_python_constant() and result.as_python_constant() is NotImplemented):
             return result
-    if base_op in (operator.eq, operator.ne):
-        same = left.identity() is right.identity()
-        return ConstantVariable(same if base_op is operator.eq else not same)
+    if base_op is operator.ne:  # object.__ne__: the inverse of __eq__ (unless NotImplemented)
+        return unary_op(tx, operator.not_, _object_op(tx, operator.eq, left, right))
+    if base_op is operator.eq:
+        return ConstantVariable(left.identity() is right.identity())
     raise observed(TypeError, f"unsupported operand type(s) for {_name(op)}: "
                               f"'{left.python_type().__name__}' and '{right.python_type().__name__}'")
 

@@ -1,0 +1,380 @@
+"""torch.func transforms in compiled code (``variables/hops/transforms.py``): ``vmap``,
+``grad``, ``grad_and_value``, ``vjp``, ``jvp``, ``jacrev``, ``jacfwd``, ``hessian``,
+``linearize`` and ``functional_call`` (``variables/functional_call.py``).
+
+Each program runs eagerly and compiled (return values, mutated inputs, stdout, exceptions,
+RNG state and global modes after the call: ``check_same``) with ``eager`` and
+``aot_eager``; its graph count is pinned to torch.compile's (measured by
+``test_graph_count_equals_torch_compile``), and where that is one graph it must hold
+under ``fullgraph=True``.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch._dynamo
+from torch.func import (functional_call, grad, grad_and_value, hessian, jacfwd, jacrev, jvp, linearize,
+                        stack_module_state, vjp, vmap)
+
+import graphjit
+from graphjit.runtime.mode_state import capture_modes
+from graphjit.testing import CompileCounter, check_same
+
+torch.manual_seed(0)
+W = torch.randn(3, 3)
+M = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+P = {k: torch.randn_like(v) for k, v in M.named_parameters()}
+MODELS = [torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 2)) for _ in range(3)]
+SP, SB = stack_module_state(MODELS)
+BASE = MODELS[0]
+
+
+# -- the programs ---------------------------------------------------------------------------
+
+def vmap_closure(x):
+    return vmap(lambda r: torch.sin(r @ W))(x)
+
+
+def vmap_in_dims(x, y):
+    return vmap(lambda a, b: (a * b).sum(0), in_dims=(1, None), out_dims=0)(x, y)
+
+
+def vmap_out_dims(x):
+    return vmap(lambda a: (a.sin(), a.cos()), out_dims=(0, 1))(x)
+
+
+def vmap_nested(x):
+    return vmap(vmap(lambda a: a * 2 + 1))(x)
+
+
+def vmap_kwargs(x, s):
+    return vmap(lambda a, scale=1.0: a * scale)(x, scale=s)
+
+
+def vmap_torch_alias(x):
+    return torch.vmap(torch.outer, in_dims=(0, None))(x, x[0])
+
+
+def vmap_randomness_different(x):
+    return vmap(lambda a: a + torch.rand(()), randomness="different")(x)
+
+
+def vmap_randomness_same(x):
+    return vmap(lambda a: a + torch.rand(()), randomness="same")(x)
+
+
+def vmap_randomness_error(x):  # eager raises; so must the compiled call
+    return vmap(lambda a: a + torch.rand(()))(x)
+
+
+def vmap_chunk_size(x):
+    return vmap(lambda a: a.sum(), chunk_size=2)(x)
+
+
+def vmap_dict_input(d):
+    return vmap(lambda d: d["a"] * d["b"])(d)
+
+
+def vmap_bad_in_dims(x):  # eager's ValueError
+    return vmap(torch.sin, in_dims=(0, 1))(x)
+
+
+def grad_argnums(x, y):
+    return grad(lambda a, b: (a * b).sin().sum(), argnums=(0, 1))(x, y)
+
+
+def grad_has_aux(x):
+    return grad(lambda a: ((a ** 2).sum(), {"mean": a.mean()}), has_aux=True)(x)
+
+
+def grad_of_grad(x):
+    return grad(grad(lambda a: a.sin().sum() if a.dim() == 0 else a.sin()))(x)
+
+
+def grad_and_value_call(x):
+    return grad_and_value(lambda a: a.exp().sum())(x)
+
+
+def grad_non_scalar(x):  # eager's RuntimeError
+    return grad(lambda a: a * 2)(x)
+
+
+def vjp_call(x):
+    out, fn = vjp(torch.sin, x)
+    return out, fn(torch.ones_like(out))
+
+
+def jvp_call(x):
+    return jvp(lambda a: a.sin() * 2, (x,), (torch.ones_like(x),))
+
+
+def jacrev_call(x):
+    return jacrev(torch.sin)(x)
+
+
+def jacfwd_call(x):
+    return jacfwd(lambda a: a.sin().sum(0))(x)
+
+
+def hessian_call(x):
+    return hessian(lambda a: a.pow(3).sum())(x)
+
+
+def linearize_call(x):  # a graph break (as torch.compile): linearize runs make_fx when called
+    out, fn = linearize(torch.sin, x)
+    return out, fn(torch.ones_like(x))
+
+
+def functional_call_dict(x):
+    return functional_call(M, P, (x,))
+
+
+def functional_call_two_dicts(x):
+    items = list(P.items())
+    return functional_call(M, (dict(items[:2]), dict(items[2:])), x)
+
+
+def functional_call_strict_missing(x):  # eager's RuntimeError
+    return functional_call(M, {"0.weight": P["0.weight"]}, (x,), strict=True)
+
+
+def ensemble(x):
+    return vmap(lambda p, b, x: functional_call(BASE, (p, b), (x,)), in_dims=(0, 0, None))(SP, SB, x)
+
+
+def per_sample_grads(x, y):
+    params = {k: v.detach() for k, v in M.named_parameters()}
+
+    def loss(p, xi, yi):
+        out = functional_call(M, p, (xi.unsqueeze(0),))
+        return torch.nn.functional.mse_loss(out, yi.unsqueeze(0))
+
+    return vmap(grad(loss), in_dims=(None, 0, 0))(params, x, y)
+
+
+def body_raises(x):
+    def f(a):
+        raise ValueError("bad body")
+    return vmap(f)(x)
+
+
+LOG = []
+
+
+def body_side_effect(x):  # refused in a body: the vmap call runs in Python
+    def f(a):
+        LOG.append(1)
+        return a * 2
+    return vmap(f)(x)
+
+
+R = torch.randn
+#: name -> (program, arguments, torch.compile's graph count with backend "eager")
+PROGRAMS = {
+    "vmap_closure": (vmap_closure, (R(4, 3),), 1),
+    "vmap_in_dims": (vmap_in_dims, (R(3, 5), R(3)), 1),
+    "vmap_out_dims": (vmap_out_dims, (R(4, 3),), 1),
+    "vmap_nested": (vmap_nested, (R(2, 3, 4),), 1),
+    "vmap_kwargs": (vmap_kwargs, (R(4, 3), 3.0), 1),
+    "vmap_torch_alias": (vmap_torch_alias, (R(4, 3),), 1),
+    "vmap_randomness_different": (vmap_randomness_different, (R(4),), 1),
+    "vmap_randomness_same": (vmap_randomness_same, (R(4),), 1),
+    "vmap_chunk_size": (vmap_chunk_size, (R(5, 3),), 1),
+    "vmap_dict_input": (vmap_dict_input, ({"a": R(4, 2), "b": R(4, 2)},), 1),
+    "grad_argnums": (grad_argnums, (R(3), R(3)), 1),
+    "grad_has_aux": (grad_has_aux, (R(3),), 1),
+    "grad_of_grad": (grad_of_grad, (R(()),), 1),
+    "grad_and_value": (grad_and_value_call, (R(3),), 1),
+    "vjp": (vjp_call, (R(3),), 1),
+    "jvp": (jvp_call, (R(3),), 1),
+    "jacrev": (jacrev_call, (R(3),), 1),
+    "jacfwd": (jacfwd_call, (R(2, 3),), 1),
+    "hessian": (hessian_call, (R(3),), 1),
+    "linearize": (linearize_call, (R(3),), 2),
+    "functional_call_dict": (functional_call_dict, (R(5, 3),), 1),
+    "functional_call_two_dicts": (functional_call_two_dicts, (R(5, 3),), 1),
+    "ensemble": (ensemble, (R(5, 3),), 1),
+    "per_sample_grads": (per_sample_grads, (R(6, 3), R(6, 2)), 1),
+}
+
+#: programs where eager raises: the compiled call raises the same (no graph is needed)
+RAISING = {
+    "vmap_randomness_error": (vmap_randomness_error, (R(4),)),
+    "vmap_bad_in_dims": (vmap_bad_in_dims, (R(4),)),
+    "grad_non_scalar": (grad_non_scalar, (R(3),)),
+    "functional_call_strict_missing": (functional_call_strict_missing, (R(5, 3),)),
+    "body_raises": (body_raises, (R(3),)),
+}
+
+
+# -- tests -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+@pytest.mark.parametrize("name", list(PROGRAMS))
+def test_same_as_eager(name, backend):
+    fn, args, dynamo_graphs = PROGRAMS[name]
+    check_same(fn, *args, backend=backend, fullgraph=dynamo_graphs == 1)
+    cnt = check_same(fn, *args)
+    assert cnt.frame_count == dynamo_graphs
+
+
+@pytest.mark.parametrize("name", list(RAISING))
+def test_eager_errors_reach_the_user(name):
+    fn, args = RAISING[name]
+    before = capture_modes()
+    check_same(fn, *args)
+    check_same(fn, *args, backend="aot_eager")
+    assert capture_modes() == before
+    assert torch._C._functorch.get_dynamic_layer_stack_depth() == 0
+
+
+@pytest.mark.parametrize("name", ["vmap_closure", "vmap_nested", "grad_has_aux", "vjp", "jacrev", "hessian",
+                                  "functional_call_dict", "ensemble", "per_sample_grads", "linearize"])
+def test_graph_count_equals_torch_compile(name):
+    fn, args, pinned = PROGRAMS[name]
+    torch._dynamo.reset()
+    counter = CompileCounter()
+    try:
+        torch.compile(fn, backend=counter)(*args)
+    finally:
+        torch._dynamo.reset()
+    assert counter.frame_count == pinned, f"torch.compile now makes {counter.frame_count} graphs"
+
+
+def test_side_effect_in_body_is_a_break_applied_once():
+    LOG.clear()
+    cnt = check_same(body_side_effect, R(3))
+    assert LOG == [1, 1, 1, 1]  # (two calls, eager and compiled each)
+    assert cnt.frame_count == 0
+    reasons = [r.gb_type for r in graphjit.stats()["break_reasons"]]
+    assert any("vmap body not captured" in r for r in reasons), reasons
+    with pytest.raises(graphjit.Unsupported, match="side effect in a higher-order operator's body"):
+        graphjit.compile(body_side_effect, backend="eager", fullgraph=True)(R(3))
+
+
+def test_graph_holds_the_transform_node():
+    cnt = check_same(vmap_closure, R(4, 3), fullgraph=True)
+    code = cnt.graphs[0].code
+    assert "vmap_call" in code and "vmap_body_0" in code, code
+    body = cnt.graphs[0].vmap_body_0
+    assert [n.op for n in body.graph.nodes].count("placeholder") == 2  # the row, and W lifted
+
+
+# -- gradients through the transforms ---------------------------------------------------------
+
+def _grads(fn, *args):
+    params = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
+    out = fn(*args)
+    loss = sum(o.sum() for o in (out if isinstance(out, tuple) else (out,)))
+    return out, torch.autograd.grad(loss, params)
+
+
+def vmap_weight(x, w):
+    return vmap(lambda r: torch.tanh(r @ w))(x)
+
+
+def grad_then_loss(x, w):
+    return grad(lambda a: (a * w).sin().sum())(x) * w
+
+
+GRAD_CASES = {
+    "vmap_weight": (vmap_weight, lambda: (R(4, 3), R(3, 3).requires_grad_())),
+    "grad_then_loss": (grad_then_loss, lambda: (R(3, 3), R(3, 3).requires_grad_())),
+    "jacrev": (jacrev_call, lambda: (R(3).requires_grad_(),)),
+    "per_sample_grads": (lambda x, y: per_sample_grads(x, y)["0.weight"] * x.sum(), lambda: (R(6, 3).requires_grad_(),
+                                                                                         R(6, 2))),
+}
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+@pytest.mark.parametrize("case", list(GRAD_CASES))
+def test_gradients_through_transforms(case, backend):
+    fn, make = GRAD_CASES[case]
+    args = make()
+    expected = _grads(fn, *args)
+    graphjit.reset()
+    actual = _grads(graphjit.compile(fn, backend=backend, fullgraph=True), *args)
+    for e, a in zip(expected[1], actual[1], strict=True):
+        torch.testing.assert_close(a, e)
+
+
+# -- the world changes between calls ----------------------------------------------------------
+
+IN_DIMS = (0, None)
+
+
+def vmap_global_in_dims(x, y):
+    return vmap(lambda a, b: a * b, in_dims=IN_DIMS)(x, y)
+
+
+def test_global_options_and_closure_changes_recompile():
+    global IN_DIMS, W
+    cnt = CompileCounter()
+    compiled = graphjit.compile(vmap_global_in_dims, backend=cnt)
+    x, y = R(3, 4), R(4)
+    torch.testing.assert_close(compiled(x, y), vmap_global_in_dims(x, y))
+    old = IN_DIMS
+    try:
+        IN_DIMS = (1, None)
+        y = R(3)
+        torch.testing.assert_close(compiled(x, y), vmap_global_in_dims(x, y))
+        assert cnt.frame_count == 2
+    finally:
+        IN_DIMS = old
+    compiled = graphjit.compile(vmap_closure, backend="eager")
+    x = R(4, 3)
+    compiled(x)
+    old_w = W
+    try:
+        W = R(3, 3)
+        torch.testing.assert_close(compiled(x), vmap_closure(x))
+    finally:
+        W = old_w
+
+
+def test_functional_call_params_change_between_calls():
+    compiled = graphjit.compile(lambda p, x: functional_call(M, p, (x,)), backend="eager", fullgraph=True)
+    x = R(2, 3)
+    for _ in range(3):
+        params = {k: torch.randn_like(v) for k, v in M.named_parameters()}
+        torch.testing.assert_close(compiled(params, x), functional_call(M, params, (x,)))
+    partial = {"2.bias": torch.zeros(2)}  # fewer keys: the module's own for the others
+    torch.testing.assert_close(compiled(partial, x), functional_call(M, partial, (x,)))
+    M[2].bias.data.add_(1)  # the module's own parameter, read where not replaced
+    torch.testing.assert_close(compiled(partial, x), functional_call(M, partial, (x,)))
+    M[2].bias.data.sub_(1)
+
+
+class Tied(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(2, 2, bias=False)
+        self.b = torch.nn.Linear(2, 2, bias=False)
+        self.b.weight = self.a.weight
+
+    def forward(self, x):
+        return self.b(self.a(x))
+
+
+TIED = Tied()
+
+
+@pytest.mark.parametrize("tie", [True, False])
+def test_functional_call_tied_weights(tie):
+    def fn(w, x):
+        return functional_call(TIED, {"a.weight": w}, (x,), tie_weights=tie)
+
+    check_same(fn, R(2, 2), R(3, 2), fullgraph=True)
+
+    def both(w, v, x):  # different values for tied names: eager's ValueError when tying
+        return functional_call(TIED, {"a.weight": w, "b.weight": v}, (x,), tie_weights=tie)
+
+    check_same(both, R(2, 2), R(2, 2), R(3, 2))
+
+
+def test_functional_call_leaves_the_module_as_it_was():
+    before = {k: v for k, v in M.named_parameters()}
+    check_same(functional_call_dict, R(5, 3), fullgraph=True)
+    assert {k: v for k, v in M.named_parameters()} == before
+    assert all(M.get_parameter(k) is v for k, v in before.items())
