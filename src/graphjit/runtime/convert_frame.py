@@ -46,7 +46,7 @@ from ..variables.constant import is_constant_value
 from ..variables.nn_module import forward_reads
 from ..tracer.translator import InstructionTranslator, Speculation
 from . import stats
-from .mode_state import preserved_modes
+from .mode_state import preserved_modes, restoring_modes
 
 MAX_RESTARTS = 64
 
@@ -119,6 +119,18 @@ def bind_frame_locals(fn: types.FunctionType, args: tuple, kwargs: dict) -> dict
     return dict(ba.arguments)
 
 
+def inside_functorch_transform(fn: types.FunctionType) -> bool:
+    """Is ``fn`` called inside an eager ``torch.func`` transform (``vmap(compiled)(x)``)?
+    Its arguments are then functorch's wrapped tensors, and a graph would bake in levels
+    the outer transform owns (TorchDynamo refuses such frames too): the call runs in
+    Python.  Entries traced outside still serve calls whose guards they pass."""
+    if torch._C._functorch.peek_interpreter_stack() is None:
+        return False
+    logs.emit("graph_breaks", f"{fn.__qualname__} runs in Python on this call: it is called inside an "
+                              "eager torch.func transform (vmap, grad...)")
+    return True
+
+
 def convert_frame(fn: types.FunctionType, args: tuple, kwargs: dict, hooks: Hooks,
                   closure_arg: bool = False) -> CacheEntry | None:
     """Trace ``fn(*args, **kwargs)``; restart whenever a break decision is recorded
@@ -130,6 +142,8 @@ def convert_frame(fn: types.FunctionType, args: tuple, kwargs: dict, hooks: Hook
     try:
         f_locals = bind_frame_locals(fn, args, kwargs)
     except TypeError:  # the arguments do not fit: the call raises Python's own TypeError
+        return EAGER_THIS_CALL
+    if inside_functorch_transform(fn):
         return EAGER_THIS_CALL
     if creates_optimizer_state(fn, f_locals):
         logs.emit("graph_breaks", f"{fn.__qualname__} runs in Python on this call: it creates the "
@@ -235,6 +249,7 @@ def build_entry(fn, tx: InstructionTranslator, output: OutputGraph, global_state
     for compiled in graphs:  # the code around the graph exists: now compile it
         try:
             compile_graph(compiled, hooks.compiler_fn)
+            compiled.fn = restoring_modes(compiled.gm, compiled.fn)
         except TensorifyScalarRestartAnalysis:  # the backend needs the floats specialized
             TensorifyState.clear()
             output.pin_float_inputs()

@@ -33,7 +33,8 @@ from ..variables.nn_module import has_hooks
 from ..variables.object_protocol import type_attr_raw
 from ..trace_rules import forget_frame_decisions, register_dependent_cache
 from . import stats
-from .convert_frame import EAGER_THIS_CALL, PLAIN_THIS_CALL, TRANSPARENT_CODES, CacheEntry, Hooks, RunEagerly, convert_frame
+from .convert_frame import (EAGER_THIS_CALL, PLAIN_THIS_CALL, TRANSPARENT_CODES, CacheEntry, Hooks, RunEagerly,
+                            convert_frame, inside_functorch_transform)
 from .eager_frames import Interceptor, has_tensor, skip_frame, uses_torch_global
 
 _live: "weakref.WeakSet[CompiledFunction]" = weakref.WeakSet()
@@ -332,7 +333,7 @@ class CompiledFunction:
 
     def _compile(self, args: tuple, kwargs: dict):
         """Trace a new entry (under the session lock); the function to run this call."""
-        if self._run_eagerly:
+        if self._run_eagerly or inside_functorch_transform(self._fn):
             return self._eager()
         if len(self._entries) >= config.recompile_limit:
             reason = self.recompile_reason(args, kwargs)

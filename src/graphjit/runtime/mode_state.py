@@ -86,3 +86,69 @@ def preserved_modes() -> Iterator[None]:
     finally:
         if capture_modes() != state:
             restore_modes(state)
+
+
+# -- while a compiled graph runs --------------------------------------------------------------
+#: graph targets that change grad mode / autocast for real when the graph runs
+_GRAD_TARGETS = frozenset({torch._C._set_grad_enabled})
+_AUTOCAST_TARGETS = frozenset({torch.set_autocast_enabled, torch.set_autocast_dtype,
+                               torch.set_autocast_cache_enabled, torch.autocast_increment_nesting,
+                               torch.autocast_decrement_nesting, torch.clear_autocast_cache})
+
+
+def _autocast_state() -> tuple:
+    return (tuple((d, torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in _DEVICE_TYPES),
+            torch.is_autocast_cache_enabled())
+
+
+def _restore_autocast(state: tuple) -> None:
+    devices, cache = state
+    for device, enabled, dtype in devices:
+        if torch.is_autocast_enabled(device) != enabled:
+            torch.set_autocast_enabled(device, enabled)
+        if torch.get_autocast_dtype(device) != dtype:
+            torch.set_autocast_dtype(device, dtype)
+    torch.set_autocast_cache_enabled(cache)
+
+
+def restoring_modes(gm: torch.fx.GraphModule, fn):
+    """``fn`` (a backend's callable for ``gm``), or, if the graph switches grad mode,
+    autocast or inference mode while it runs, ``fn`` wrapped so that an exception raised
+    inside the graph (a failing op, the program's own error in a ``with torch.no_grad()``
+    block) leaves them as they were before the call, as eager's ``with`` blocks do.  Only
+    what the graph changes is saved (this is on the hot path of such graphs)."""
+    targets = {n.target for n in gm.graph.nodes if n.op == "call_function"}
+    grad = bool(targets & _GRAD_TARGETS)
+    autocast = bool(targets & _AUTOCAST_TARGETS)
+    inference = any(getattr(t, "__name__", "") == "_enter_inference_mode" for t in targets)
+    if not (grad or autocast or inference):
+        return fn
+
+    def call(*args):
+        grad_before = torch.is_grad_enabled() if grad else None
+        autocast_before = _autocast_state() if autocast else None
+        try:
+            return fn(*args)
+        except BaseException as e:
+            _release_frames(e)  # an inference-mode guard held by the graph's frame exits
+            if grad:
+                torch._C._set_grad_enabled(grad_before)
+            if autocast:
+                _restore_autocast(autocast_before)
+            raise
+
+    call.__wrapped__ = fn
+    return call
+
+
+def _release_frames(error: BaseException) -> None:
+    """Clear the locals of the finished frames an exception passed through, so the guard
+    objects they hold (``torch._C._InferenceMode``) are released now, not when the
+    traceback is."""
+    tb = error.__traceback__
+    while tb is not None:
+        try:
+            tb.tb_frame.clear()
+        except RuntimeError:  # a frame still running (this one)
+            pass
+        tb = tb.tb_next
