@@ -203,3 +203,74 @@ def test_rejected_bodies_run_in_python(fn):
     with pytest.raises(graphjit.Unsupported, match="cond"):
         graphjit.reset()
         graphjit.compile(fn, backend="eager", fullgraph=True)(R(3).abs())
+
+
+# -- torch.compiler.nested_compile_region ---------------------------------------------------------
+
+@torch.compiler.nested_compile_region
+def region(x, w):
+    return (x @ w).relu() + 1
+
+
+W1, W2 = R(4, 4), R(4, 4)
+
+
+def two_regions(x):
+    return region(region(x, W1), W2)
+
+
+class Holder:
+    def __init__(self):
+        self.scale = torch.tensor(2.0)
+
+
+HOLDER = Holder()
+
+
+@torch.compiler.nested_compile_region
+def scaled(x):
+    return x * HOLDER.scale
+
+
+def region_after_mutation(x):
+    a = scaled(x)
+    HOLDER.scale = HOLDER.scale + 1  # what the region reads changed: it is traced again
+    return a, scaled(x)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_nested_compile_region_traced_once_and_reused(backend):
+    check_same(two_regions, R(2, 4), backend=backend, fullgraph=True)
+    cnt = check_same(two_regions, R(2, 4), fullgraph=True)
+    code = cnt.graphs[0].code
+    assert code.count("invoke_region(") == 2, code
+    assert code.count("'subgraph_0'") == 2 and "invoke_subgraph_1 = self." not in code, code
+
+
+def test_nested_compile_region_not_reused_after_a_mutation():
+    x = R(3)
+    HOLDER.scale = torch.tensor(2.0)
+    expected = region_after_mutation(x)
+    cnt = CompileCounter()
+    for _ in range(2):
+        HOLDER.scale = torch.tensor(2.0)
+        actual = graphjit.compile(region_after_mutation, backend=cnt, fullgraph=True)(x)
+        for a, e in zip(actual, expected, strict=True):
+            torch.testing.assert_close(a, e)
+        assert HOLDER.scale.item() == 3.0
+    code = cnt.graphs[0].code
+    assert "'subgraph_0'" in code and "'subgraph_1'" in code, code
+
+
+def test_nested_compile_region_gradients():
+    x, w = R(2, 4, requires_grad=True), R(4, 4, requires_grad=True)
+
+    def fn(x, w):
+        return region(region(x, w), w).sum()
+
+    expected = torch.autograd.grad(fn(x, w), (x, w))
+    for backend in ("eager", "aot_eager"):
+        graphjit.reset()
+        actual = torch.autograd.grad(graphjit.compile(fn, backend=backend, fullgraph=True)(x, w), (x, w))
+        for a, e in zip(actual, expected, strict=True):
+            torch.testing.assert_close(a, e)

@@ -107,6 +107,8 @@ class OutputGraph:
         #: (id(module), name) -> the tensor ``functional_call`` gives for that parameter
         #: or buffer while its call is traced (variables/functional_call.py)
         self.param_overrides: dict[tuple[int, str], VariableTracker] = {}
+        #: reuse key -> a traced nested_compile_region body (variables/hops/compile_region.py)
+        self.compile_regions: dict = {}
         #: which sizes and numbers are symbolic (``None``: all static)
         self.shapes = shapes
         self.shape_env = new_shape_env()
@@ -372,6 +374,11 @@ class OutputGraph:
         if not self.bodies:
             return arg
         return torch.fx.node.map_arg(arg, self.bodies[-1].lift)
+
+    def next_region_id(self) -> int:
+        """A new identifier number for an ``invoke_subgraph`` body."""
+        self._regions = getattr(self, "_regions", -1) + 1
+        return self._regions
 
     def install_body(self, gm: torch.fx.GraphModule) -> torch.fx.Node:
         """A ``get_attr`` node, in the graph being traced, of a finished body's module."""

@@ -3,8 +3,10 @@
 ``body`` traces one function into a subgraph (shared by all of them); ``pytree`` flattens
 their nested arguments and results; ``control_flow`` models ``torch.cond``,
 ``while_loop``, ``map`` and ``scan``; ``transforms`` (with their graph targets in
-``transform_calls``) the ``torch.func`` transforms.
+``transform_calls``) the ``torch.func`` transforms; ``compile_region``
+``torch.compiler.nested_compile_region``.
 """
 
 from . import control_flow  # noqa: F401  (registers the front ends)
 from . import transforms  # noqa: F401  (registers torch.func's transforms)
+from . import compile_region  # noqa: F401  (registers nested_compile_region's placeholder)
