@@ -169,6 +169,19 @@ def body_side_effect(x):  # refused in a body: the vmap call runs in Python
     return vmap(f)(x)
 
 
+@grad
+def decorated_grad(x):
+    return (x.sin() * 2).sum()
+
+
+VMAPPED = vmap(lambda r: r.cos() + 1, in_dims=1)
+HESSIAN = hessian(lambda a: a.pow(3).sum())
+
+
+def transformed_globals(x):  # transformed functions made before the call
+    return decorated_grad(x) + VMAPPED(x.unsqueeze(1)).squeeze(1) + HESSIAN(x).sum(0)
+
+
 R = torch.randn
 #: name -> (program, arguments, torch.compile's graph count with backend "eager")
 PROGRAMS = {
@@ -196,6 +209,7 @@ PROGRAMS = {
     "functional_call_two_dicts": (functional_call_two_dicts, (R(5, 3),), 1),
     "ensemble": (ensemble, (R(5, 3),), 1),
     "per_sample_grads": (per_sample_grads, (R(6, 3), R(6, 2)), 1),
+    "transformed_globals": (transformed_globals, (R(3),), 1),
 }
 
 #: programs where eager raises: the compiled call raises the same (no graph is needed)
@@ -230,7 +244,8 @@ def test_eager_errors_reach_the_user(name):
 
 
 @pytest.mark.parametrize("name", ["vmap_closure", "vmap_nested", "grad_has_aux", "vjp", "jacrev", "hessian",
-                                  "functional_call_dict", "ensemble", "per_sample_grads", "linearize"])
+                                  "functional_call_dict", "ensemble", "per_sample_grads", "linearize",
+                                  "transformed_globals"])
 def test_graph_count_equals_torch_compile(name):
     fn, args, pinned = PROGRAMS[name]
     torch._dynamo.reset()

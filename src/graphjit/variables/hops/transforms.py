@@ -42,7 +42,7 @@ import torch._functorch.vmap as _vmap
 
 from ...exc import ObservedException, Unsupported, unsupported
 from ...guards.guard import GuardKind
-from ..base import VariableTracker, register_builder_by_id
+from ..base import VariableTracker, register_builder_by_id, register_builder_predicate
 from ..constant import ConstantVariable, is_constant_value
 from ..dicts import DictVariable
 from ..sequences import TupleVariable
@@ -346,6 +346,42 @@ def _item(out, node, i: int, value, what: str) -> VariableTracker:
         return ConstantVariable(value)
     raise unsupported(f"{what} returning a {type(value).__name__}", "",
                       "Only tensors, numbers and constants can be results of a transform in the graph.")
+
+
+def _wrapper_codes() -> dict:
+    """The code of the function each "wrap" transform returns -> the transform and the
+    closure variables that are its options (a transformed function made before the call:
+    ``@torch.func.grad`` on a global)."""
+    def probe(x):
+        return x
+
+    codes = {}
+    for transform in (_apis.vmap, _apis.grad, _apis.grad_and_value, _eager.jacrev, _eager.jacfwd):
+        fn = transform(probe)
+        options = tuple(n for n in fn.__code__.co_freevars if n not in ("func", "eager_transforms"))
+        codes.setdefault(fn.__code__, (transform, options))
+    return codes
+
+
+WRAPPER_CODES = _wrapper_codes()
+
+
+def _is_transformed_function(value) -> bool:
+    return isinstance(value, types.FunctionType) and value.__code__ in WRAPPER_CODES and \
+        value.__closure__ is not None
+
+
+@register_builder_predicate(_is_transformed_function)
+def _build_transformed_function(tx, value, source):
+    """``vmap(f, ...)`` made before the call: its transform, function and options are read
+    from its closure (the function object is guarded by identity)."""
+    if source is not None:
+        tx.output.add_guard(source, GuardKind.ID_MATCH, value)
+    transform, names = WRAPPER_CODES[value.__code__]
+    cells = dict(zip(value.__code__.co_freevars, (c.cell_contents for c in value.__closure__), strict=True))
+    options = {name: cells[name] for name in names}
+    fn = VariableTracker.build(tx, cells["func"])
+    return TransformedFunctionVariable(transform, fn, options, source=source)
 
 
 @register_builder_by_id(*TRANSFORMS, *ALIASES)
