@@ -96,6 +96,22 @@ def grad_and_value_call(x):
     return grad_and_value(lambda a: a.exp().sum())(x)
 
 
+def grad_negative_argnums_kwargs(x, y, z):
+    return grad(lambda a, b, scale=None: (a * b * scale).sum(), argnums=-1)(x, y, scale=z)
+
+
+def grad_tuple_args(x, y):
+    return grad_and_value(lambda t: (t[0] * t[1]).sum(), has_aux=False)((x, y))
+
+
+def grad_aux_int(x):  # eager's RuntimeError: aux must hold tensors
+    return grad(lambda a: (a.sum(), 3), has_aux=True)(x)
+
+
+def grad_non_tensor_argnum(x):  # eager's ValueError
+    return grad(lambda a, n: (a * n).sum(), argnums=1)(x, 2.0)
+
+
 def grad_non_scalar(x):  # eager's RuntimeError
     return grad(lambda a: a * 2)(x)
 
@@ -198,6 +214,8 @@ PROGRAMS = {
     "grad_argnums": (grad_argnums, (R(3), R(3)), 1),
     "grad_has_aux": (grad_has_aux, (R(3),), 1),
     "grad_of_grad": (grad_of_grad, (R(()),), 1),
+    "grad_negative_argnums_kwargs": (grad_negative_argnums_kwargs, (R(3), R(3), R(3)), 1),
+    "grad_tuple_args": (grad_tuple_args, (R(3), R(3)), 1),
     "grad_and_value": (grad_and_value_call, (R(3),), 1),
     "vjp": (vjp_call, (R(3),), 1),
     "jvp": (jvp_call, (R(3),), 1),
@@ -217,6 +235,8 @@ RAISING = {
     "vmap_randomness_error": (vmap_randomness_error, (R(4),)),
     "vmap_bad_in_dims": (vmap_bad_in_dims, (R(4),)),
     "grad_non_scalar": (grad_non_scalar, (R(3),)),
+    "grad_aux_int": (grad_aux_int, (R(3),)),
+    "grad_non_tensor_argnum": (grad_non_tensor_argnum, (R(3),)),
     "functional_call_strict_missing": (functional_call_strict_missing, (R(5, 3),)),
     "body_raises": (body_raises, (R(3),)),
 }
@@ -266,6 +286,18 @@ def test_side_effect_in_body_is_a_break_applied_once():
     assert any("vmap body not captured" in r for r in reasons), reasons
     with pytest.raises(graphjit.Unsupported, match="side effect in a higher-order operator's body"):
         graphjit.compile(body_side_effect, backend="eager", fullgraph=True)(R(3))
+
+
+@pytest.mark.parametrize("name, target", [("vmap_closure", "FlatVmapCall"), ("vmap_chunk_size", "TransformCall"),
+                                          ("grad_argnums", "FlatGradCall"), ("grad_and_value", "FlatGradCall"),
+                                          ("grad_has_aux", "FlatGradCall"), ("jacrev", "TransformCall")])
+def test_flat_targets_where_the_checks_passed(name, target):
+    """vmap and grad whose checks passed at trace time call functorch's primitives directly
+    (no pytree work per call); the others call the transform itself."""
+    fn, args, _ = PROGRAMS[name]
+    cnt = check_same(fn, *args, fullgraph=True)
+    targets = [type(n.target).__name__ for n in cnt.graphs[0].graph.nodes if n.op == "call_function"]
+    assert target in targets, targets
 
 
 def test_graph_holds_the_transform_node():

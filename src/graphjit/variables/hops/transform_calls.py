@@ -20,6 +20,11 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import torch
+import torch._C._functorch as _functorch
+import torch._functorch.eager_transforms as _eager
+import torch._functorch.predispatch as _predispatch
+import torch._functorch.vmap as _vmap
 import torch.utils._pytree as pytree
 
 
@@ -72,6 +77,86 @@ class TransformCall:
         return tuple(leaves)
 
 
+class FlatVmapCall:
+    """``vmap`` of a body whose inputs and outputs are flat: what ``torch.func.vmap`` does
+    once it has flattened its arguments (``_flat_vmap``), without its pytree work on every
+    call.  ``in_dims``: the batch dimension of each explicit input (``None``: not batched);
+    ``out_dims``: where each output's batch dimension goes.  Made only where functorch's
+    own checks passed at trace time (``transforms._flat_vmap_call``), with no
+    ``chunk_size``; an output that stays batched with ``out_dims`` ``None`` raises
+    functorch's own error."""
+
+    __module__ = "graphjit_runtime"
+
+    def __init__(self, in_dims: tuple, out_dims: tuple, randomness: str, result_spec: pytree.TreeSpec,
+                 fn_name: str) -> None:
+        self.in_dims, self.out_dims, self.randomness = in_dims, out_dims, randomness
+        self.result_spec, self.fn_name = result_spec, fn_name
+        self.first_batched = next(i for i, d in enumerate(in_dims) if d is not None)
+        self.__name__ = "vmap_call"
+        self.returns_function = False
+        _vmap.lazy_load_decompositions()
+
+    def __repr__(self) -> str:
+        return f"FlatVmapCall({self.fn_name}, in_dims={self.in_dims}, out_dims={self.out_dims})"
+
+    def __call__(self, body: Callable, *flat: Any) -> tuple:
+        in_dims, n = self.in_dims, len(self.in_dims)
+        explicit, lifted = flat[:n], flat[n:]
+        batch = explicit[self.first_batched].size(in_dims[self.first_batched])
+        level = _vmap._vmap_increment_nesting(batch, self.randomness)
+        try:
+            batched = [x if d is None else _vmap._add_batch_dim(x, d, level) for x, d in zip(explicit, in_dims)]
+            outputs = getattr(body, "forward", body)(*batched, *lifted)
+            return tuple(_vmap._maybe_remove_batch_dim(self.fn_name, o, level, batch, d)
+                         for o, d in zip(outputs, self.out_dims, strict=True))
+        finally:
+            _vmap._vmap_decrement_nesting()
+
+
+class FlatGradCall:
+    """``grad``/``grad_and_value`` of a body with flat inputs: what functorch's
+    ``grad_and_value_impl`` does (wrap every input for the grad level, make the
+    differentiated ones require grad, call, ``_autograd_grad``, unwrap), without its pytree
+    work on every call.  ``diff``: the positions of the differentiated inputs, in the
+    order of the gradients; ``with_value``: ``grad_and_value``.  The body returns the
+    output then the aux leaves (``has_aux``).  Made only where functorch's checks passed
+    at trace time (``transforms._flat_grad_call``): a scalar tensor output, tensors only
+    in the differentiated arguments and the aux."""
+
+    __module__ = "graphjit_runtime"
+
+    def __init__(self, n_inputs: int, diff: tuple, has_aux: bool, with_value: bool,
+                 result_spec: pytree.TreeSpec, fn_name: str) -> None:
+        self.n_inputs, self.diff, self.has_aux, self.with_value = n_inputs, diff, has_aux, with_value
+        self.result_spec, self.fn_name = result_spec, fn_name
+        self.__name__ = "grad_and_value_call" if with_value else "grad_call"
+        self.returns_function = False
+
+    def __repr__(self) -> str:
+        return f"FlatGradCall({self.fn_name}, diff={self.diff}, has_aux={self.has_aux})"
+
+    def __call__(self, body: Callable, *flat: Any) -> tuple:
+        explicit, lifted = flat[:self.n_inputs], flat[self.n_inputs:]
+        level = _functorch._grad_increment_nesting()
+        try:
+            with torch.enable_grad():
+                wrapped = [_functorch._wrap_for_grad(x, level) if isinstance(x, torch.Tensor) else x
+                           for x in explicit]
+                with _eager.enable_inplace_requires_grad(True):
+                    for i in self.diff:
+                        wrapped[i] = wrapped[i].requires_grad_()
+                outputs = getattr(body, "forward", body)(*wrapped, *lifted)
+                grads = _eager._autograd_grad((outputs[0],), [wrapped[i] for i in self.diff], create_graph=True)
+                grads = [_predispatch._unwrap_for_grad(g, level) for g in grads]
+                rest = [_predispatch._unwrap_for_grad(o, level) for o in outputs]
+        finally:
+            _functorch._grad_decrement_nesting()
+        if self.with_value:
+            return (*grads, *rest)
+        return (*grads, *rest[1:])
+
+
 class FunctionCall:
     """Call a function a transform returned (``vjp_fn``, ``jvp_fn``) on arguments in the
     structure ``template``; the result's leaves as a flat tuple (its structure in
@@ -120,4 +205,4 @@ class _Input:
 INPUT = _Input()
 
 
-__all__ = ["TransformCall", "FunctionCall", "Template", "INPUT"]
+__all__ = ["TransformCall", "FlatVmapCall", "FlatGradCall", "FunctionCall", "Template", "INPUT"]

@@ -50,7 +50,7 @@ from ..sym_node import SymNodeVariable
 from ..tensor import TensorVariable
 from .body import BodyInput, capture_failed, fresh_like, input_for, trace_body
 from .pytree import Spec, from_torch_spec, python_template, torch_spec, tree_flatten, tree_unflatten
-from .transform_calls import INPUT, FunctionCall, TransformCall
+from .transform_calls import INPUT, FlatGradCall, FlatVmapCall, FunctionCall, TransformCall
 
 #: transform -> (name, how it is called): "wrap" transforms return a function;
 #: "call" transforms take the function and its arguments at once
@@ -261,19 +261,104 @@ def _vmap_batch_dims(tx, var: TransformedFunctionVariable, spec: Spec, leaves: l
     return list(flat_in_dims) + [None] * (len(leaves) - n_args)
 
 
+def _flat_vmap_call(var: TransformedFunctionVariable, leaves: list, inputs: list, batch_dims: list,
+                    body) -> FlatVmapCall | None:
+    """The cheaper graph target for a ``vmap`` whose checks passed at trace time (no
+    ``chunk_size``, tensors out, ``out_dims`` fitting the output): ``None`` otherwise."""
+    if var.options.get("chunk_size") is not None or not body.out_leaves or \
+            not all(isinstance(leaf, TensorVariable) for leaf in body.out_leaves):
+        return None
+    in_dims = tuple(d for d, i in zip(batch_dims, inputs, strict=True) if isinstance(i, BodyInput))
+    if all(d is None for d in in_dims):
+        return None
+    out_dims = var.options.get("out_dims", 0)
+    if body.out_spec.kind == "leaf":  # (functorch's own special case for one tensor)
+        flat = [out_dims] if isinstance(out_dims, int) or out_dims is None else \
+            list(out_dims) if isinstance(out_dims, tuple) and len(out_dims) == 1 else None
+    else:
+        flat = torch.utils._pytree._broadcast_to_and_flatten(out_dims, torch_spec(body.out_spec))
+    if flat is None or any(d is not None and not isinstance(d, int) for d in flat):
+        return None  # (eager's error: the general call raises it)
+    return FlatVmapCall(in_dims, tuple(flat), var.options.get("randomness", "error"),
+                        torch_spec(body.out_spec), _fn_name(var.fn))
+
+
+def _flat_grad_call(var: TransformedFunctionVariable, spec: Spec, leaves: list, inputs: list,
+                    body) -> FlatGradCall | None:
+    """The cheaper graph target for ``grad``/``grad_and_value`` whose checks passed at
+    trace time: ``None`` where functorch would raise or the structure is unusual (the
+    general call then runs functorch itself)."""
+    argnums, has_aux = var.options.get("argnums", 0), var.options.get("has_aux", False)
+    if not all(isinstance(i, BodyInput) and isinstance(i.example, torch.Tensor) or
+               not isinstance(i, BodyInput) and not _is_graph_value(leaves[k]) for k, i in enumerate(inputs)):
+        return None
+    template = python_template(spec, [INPUT if isinstance(i, BodyInput) else i.as_python_constant()
+                                      for i in inputs])
+    try:
+        diff_args = _eager._slice_argnums(template[0], argnums, as_tuple=False)
+    except Exception:  # noqa: BLE001  (eager's error: the general call raises it)
+        return None
+    diff_leaves, diff_spec = torch.utils._pytree.tree_flatten(diff_args)
+    if not diff_leaves or any(leaf is not INPUT for leaf in diff_leaves):
+        return None
+    # the differentiated inputs, in flatten order of the arguments they come from
+    positions = [k for k, i in enumerate(inputs) if isinstance(i, BodyInput)]
+    ranges = _arg_leaf_ranges(spec)
+    nums = (argnums,) if isinstance(argnums, int) else argnums
+    diff = tuple(positions.index(leaf) for num in nums for leaf in ranges[num % len(ranges)]
+                 if leaf in positions)
+    out = body.out_spec
+    if has_aux:
+        if out.kind != "tuple" or out.cls is not tuple or len(out.children) != 2 or out.children[0].kind != "leaf":
+            return None
+        output, aux_leaves = body.out_leaves[0], body.out_leaves[1:]
+        aux_spec = torch_spec(out.children[1])
+    else:
+        if out.kind != "leaf":
+            return None
+        output, aux_leaves, aux_spec = body.out_leaves[0], [], None
+    if not isinstance(output, TensorVariable) or output.example_value.dim() != 0 or \
+            not all(isinstance(a, TensorVariable) for a in aux_leaves):
+        return None
+    with_value = var.name == "grad_and_value"
+    value_spec = torch.utils._pytree.tree_flatten(0)[1]
+    if has_aux:
+        value_spec = torch.utils._pytree.tree_flatten((0, _unflat_zeros(aux_spec)))[1]
+    grads = torch.utils._pytree.tree_unflatten([0] * len(diff_leaves), diff_spec)
+    if with_value:
+        shape = (grads, torch.utils._pytree.tree_unflatten([0] * value_spec.num_leaves, value_spec))
+    else:
+        shape = (grads, _unflat_zeros(aux_spec)) if has_aux else grads
+    result_spec = torch.utils._pytree.tree_flatten(shape)[1]
+    return FlatGradCall(len(positions), diff, has_aux, with_value, result_spec, _fn_name(var.fn))
+
+
+def _unflat_zeros(spec):
+    return torch.utils._pytree.tree_unflatten([0] * spec.num_leaves, spec)
+
+
 def _apply_wrap_style(tx, var: TransformedFunctionVariable, args: list, kwargs: dict) -> VariableTracker:
     call = TupleVariable([TupleVariable(args), DictVariable(kwargs)])
     leaves, spec = tree_flatten(tx, call)
+    batch_dims = None
     if var.name == "vmap":
-        inputs = _leaf_inputs(tx, leaves, drop=_vmap_batch_dims(tx, var, spec, leaves))
+        batch_dims = _vmap_batch_dims(tx, var, spec, leaves)
+        inputs = _leaf_inputs(tx, leaves, drop=batch_dims)
     elif var.name in ("grad", "grad_and_value", "jacrev", "jacfwd", "hessian"):
         inputs = _leaf_inputs(tx, leaves, grad=_differentiated(spec, len(leaves), var.options.get("argnums", 0)))
     else:
         inputs = _leaf_inputs(tx, leaves)
     body = trace_body(tx, f"{var.name}_body", var.fn, inputs, spec, with_kwargs=True)
-    template = python_template(spec, [INPUT if isinstance(i, BodyInput) else i.as_python_constant() for i in inputs])
-    target = TransformCall(var.transform, var.options, "wrap", template, template, torch_spec(body.out_spec),
-                           _fn_name(var.fn))
+    target = None
+    if var.name == "vmap":
+        target = _flat_vmap_call(var, leaves, inputs, batch_dims, body)
+    elif var.name in ("grad", "grad_and_value"):
+        target = _flat_grad_call(var, spec, leaves, inputs, body)
+    if target is None:
+        template = python_template(spec, [INPUT if isinstance(i, BodyInput) else i.as_python_constant()
+                                          for i in inputs])
+        target = TransformCall(var.transform, var.options, "wrap", template, template, torch_spec(body.out_spec),
+                               _fn_name(var.fn))
     explicit = [leaf.node for leaf, i in zip(leaves, inputs, strict=True) if isinstance(i, BodyInput)]
     out = tx.output
     return _emit(tx, target, (out.install_body(body.gm), *explicit, *body.lifted), f"torch.func.{var.name}")
