@@ -425,3 +425,18 @@ def test_functional_call_leaves_the_module_as_it_was():
     check_same(functional_call_dict, R(5, 3), fullgraph=True)
     assert {k: v for k, v in M.named_parameters()} == before
     assert all(M.get_parameter(k) is v for k, v in before.items())
+
+
+@pytest.mark.slow
+def test_inductor_compiles_transforms_and_control_flow():
+    def fn(x, y):
+        per_row = vmap(lambda r: torch.sin(r @ W))(x)
+        g = grad(lambda a: (a * y).cos().sum())(y)
+        return torch.cond(per_row.sum() > 0, lambda a: a * 2, lambda a: a - 1, (per_row,)), g
+
+    x, y = R(4, 3), R(3)
+    expected = fn(x, y)
+    graphjit.reset()
+    actual = graphjit.compile(fn, backend="inductor", fullgraph=True)(x, y)
+    for a, e in zip(actual, expected, strict=True):
+        torch.testing.assert_close(a, e)

@@ -196,10 +196,20 @@ class Template:
 
 
 class _Input:
-    """Marks where an explicit input goes in a template."""
+    """Marks where an explicit input goes in a template (one object: copies and pickles
+    of a graph keep it)."""
 
     def __repr__(self) -> str:
         return "INPUT"
+
+    def __reduce__(self) -> str:
+        return "INPUT"
+
+    def __copy__(self) -> "_Input":
+        return self
+
+    def __deepcopy__(self, memo) -> "_Input":
+        return self
 
 
 INPUT = _Input()
