@@ -178,9 +178,23 @@ def body_raises(x):
 LOG = []
 
 
-def body_side_effect(x):  # refused in a body: the vmap call runs in Python
+def body_side_effect(x):  # the body runs once per call: its append is replayed once
+    def f(a):
+        LOG.append("f")
+        return a * 2
+    return grad(lambda t: vmap(f)(t).sum())(x)
+
+
+def body_side_effect_chunked(x):  # called once per chunk: the vmap runs in Python
     def f(a):
         LOG.append(1)
+        return a * 2
+    return vmap(f, chunk_size=2)(x)
+
+
+def body_stores_its_tensor(x):  # in eager a wrapped tensor escapes: the vmap runs in Python
+    def f(a):
+        LOG.append(a)
         return a * 2
     return vmap(f)(x)
 
@@ -277,15 +291,35 @@ def test_graph_count_equals_torch_compile(name):
     assert counter.frame_count == pinned, f"torch.compile now makes {counter.frame_count} graphs"
 
 
-def test_side_effect_in_body_is_a_break_applied_once():
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_side_effects_in_a_body_run_once_per_call(backend):
     LOG.clear()
-    cnt = check_same(body_side_effect, R(3))
-    assert LOG == [1, 1, 1, 1]  # (two calls, eager and compiled each)
+    check_same(body_side_effect, R(3), backend=backend, fullgraph=True)
+    assert LOG == ["f"] * 4  # two calls, eager and compiled each: once per call
+    cnt = check_same(body_side_effect, R(3), fullgraph=True)
+    assert cnt.frame_count == 1
+
+
+def test_side_effects_of_a_body_run_per_chunk_are_a_break():
+    LOG.clear()
+    cnt = check_same(body_side_effect_chunked, R(5))
+    assert LOG == [1] * 12  # 3 chunks, 2 calls, eager and compiled each
     assert cnt.frame_count == 0
-    reasons = [r.gb_type for r in graphjit.stats()["break_reasons"]]
-    assert any("vmap body not captured" in r for r in reasons), reasons
-    with pytest.raises(graphjit.Unsupported, match="side effect in a higher-order operator's body"):
-        graphjit.compile(body_side_effect, backend="eager", fullgraph=True)(R(3))
+    reasons = [r.reason for r in graphjit.stats()["break_reasons"]]
+    assert any("side effect in a higher-order operator's body" in r for r in reasons), reasons
+
+
+def test_a_body_value_stored_outside_is_a_break():
+    LOG.clear()
+    compiled = graphjit.compile(body_stores_its_tensor, backend="eager")
+    x = R(3)
+    torch.testing.assert_close(compiled(x), x * 2)
+    reasons = [r.reason for r in graphjit.stats()["break_reasons"]]
+    assert any("storing a value it computes outside it" in r for r in reasons), reasons
+    with pytest.raises(graphjit.Unsupported, match="storing a value it computes"):
+        graphjit.reset()
+        graphjit.compile(body_stores_its_tensor, backend="eager", fullgraph=True)(R(3))
+    LOG.clear()
 
 
 @pytest.mark.parametrize("name, target", [("vmap_closure", "FlatVmapCall"), ("vmap_chunk_size", "TransformCall"),

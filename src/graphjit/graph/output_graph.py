@@ -354,11 +354,13 @@ class OutputGraph:
 
     # -- bodies of higher-order operators (graph/subgraphs.py) ----------------------------
     @contextlib.contextmanager
-    def body(self, kind: str):
+    def body(self, kind: str, side_effects: bool = False):
         """Trace a body of a higher-order operator: ops go into a new graph until the
-        block ends (see ``graph/subgraphs.py``)."""
+        block ends (see ``graph/subgraphs.py``); ``side_effects``: the body runs once per
+        call, so it may mutate outer objects."""
         index = self._body_names[kind] = self._body_names.get(kind, -1) + 1
-        scope = BodyScope(f"{kind}_{index}", self.bodies[-1] if self.bodies else None, self.frame_graph)
+        scope = BodyScope(f"{kind}_{index}", self.bodies[-1] if self.bodies else None, self.frame_graph,
+                          side_effects)
         self.bodies.append(scope)
         self.graph = scope.graph
         try:

@@ -39,7 +39,7 @@ from typing import Any
 
 from ..bytecode.instruction import create_instruction
 from ..exc import unsupported
-from ..variables.base import VariableTracker, in_body
+from ..variables.base import VariableTracker, in_body, outer_write_allowed
 from ..variables.cells import EMPTY
 from ..variables.dicts import DELETED
 
@@ -95,30 +95,30 @@ class SideEffects:
 
     # -- recording ------------------------------------------------------------------------
     def dict_store(self, d: VariableTracker, key: Any, value: VariableTracker) -> None:
-        _refuse_in_body("dict store")
+        _refuse_in_body("dict store", d)
         self.log.append(Entry("dict", d, key, value))
 
     def dict_delete(self, d: VariableTracker, key: Any) -> None:
-        _refuse_in_body("dict delete")
+        _refuse_in_body("dict delete", d)
         self.log.append(Entry("dict", d, key, DELETED))
 
     def attr_store(self, obj: VariableTracker, name: str, value: Any) -> None:
         """A write (or, with DELETED, a delete) through a data descriptor or ``__dict__``."""
-        _refuse_in_body(f"attribute store .{name}")
+        _refuse_in_body(f"attribute store .{name}", obj)
         self.log.append(Entry("attr", obj, name, value))
 
     def class_attr_store(self, cls_var, name: str, value: Any) -> None:
-        _refuse_in_body("class attribute store")
+        _refuse_in_body("class attribute store", cls_var)
         self.pending_class_attrs.setdefault(cls_var.cls, {})[name] = value
         self.log.append(Entry("attr", cls_var, name, value))
 
     def cell_store(self, cell: VariableTracker, value: Any) -> None:
-        _refuse_in_body("store to a free variable")
+        _refuse_in_body("store to a free variable", cell)
         self.log.append(Entry("cell", cell, None, value))
 
     def list_mutation(self, lst: VariableTracker, op: str, item: VariableTracker | None = None) -> None:
         """``append``/``clear`` replay as calls; any other op rebuilds the list at replay."""
-        _refuse_in_body(f"list.{op}")
+        _refuse_in_body(f"list.{op}", lst)
         entry = self._lists.get(id(lst))
         if entry is None:
             entry = self._lists[id(lst)] = Entry("list", lst, None, [])
@@ -130,7 +130,7 @@ class SideEffects:
             ops[:] = [("rebuild", None)]
 
     def set_mutation(self, s: VariableTracker, op: str, key: Any = None) -> None:
-        _refuse_in_body("set mutation")
+        _refuse_in_body("set mutation", s)
         self.log.append(Entry("set", s, op, key))
 
     # -- what the code after the graph needs ------------------------------------------------
@@ -189,10 +189,11 @@ class SideEffects:
             _STORES[e.kind](cg, e, target, value)
 
 
-def _refuse_in_body(what: str) -> None:
+def _refuse_in_body(what: str, target: VariableTracker | None = None) -> None:
     """A mutation of an object that existed before the call, inside the body of a
-    higher-order operator: refused (see ``variables.base.check_mutable``)."""
-    if in_body():
+    higher-order operator: refused unless every open body allows side effects (see
+    ``variables.base.check_mutable``)."""
+    if in_body() and not outer_write_allowed(target):
         raise unsupported(
             "side effect in a higher-order operator's body", f"{what} on an object that existed before the call",
             "The body of torch.cond, while_loop, map, scan or a torch.func transform must not change "

@@ -42,7 +42,8 @@ from ..variables.base import enter_scope, exit_scope
 class BodyScope:
     """One body being traced: its graph, the enclosing scope, the outer values lifted."""
 
-    def __init__(self, name: str, parent: "BodyScope | None", frame_graph: torch.fx.Graph) -> None:
+    def __init__(self, name: str, parent: "BodyScope | None", frame_graph: torch.fx.Graph,
+                 side_effects: bool = False) -> None:
         self.name = name
         self.parent = parent
         self.frame_graph = frame_graph
@@ -54,8 +55,10 @@ class BodyScope:
         self.root = torch.nn.Module()
         #: placeholder -> its example's version counter when it was made
         self.versions: dict[torch.fx.Node, int] = {}
-        self.scope_id = enter_scope()
+        self.scope_id = enter_scope(side_effects)
         self.closed = False
+        #: outer trackers the body mutated (when side effects are allowed)
+        self.writes: list = []
 
     def __repr__(self) -> str:
         return f"BodyScope({self.name}: {len(self.inputs)} inputs, {len(self.lifted)} lifted)"
@@ -63,7 +66,7 @@ class BodyScope:
     def close(self) -> None:
         if not self.closed:
             self.closed = True
-            exit_scope(self.scope_id)
+            self.writes = exit_scope(self.scope_id)
 
     # -- inputs ---------------------------------------------------------------------------
     def _last_placeholder(self) -> torch.fx.Node | None:

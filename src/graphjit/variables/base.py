@@ -48,19 +48,31 @@ class MutationType:
 #: the ids of the subgraph bodies being traced, innermost last (0: the frame itself)
 _SCOPE = [0]
 _SCOPE_IDS = [0]
+#: per open scope: whether Python side effects on outer objects are allowed in it (its
+#: function runs exactly once per call, as a torch.func transform's does) ...
+_SCOPE_EFFECTS = [True]
+#: ... and the outer trackers it mutated (checked for values of the body when it ends)
+_SCOPE_WRITES: list[list] = [[]]
 
 
-def enter_scope() -> int:
+def enter_scope(side_effects: bool = False) -> int:
     """A body of a higher-order operator (``torch.cond``'s branches, a ``vmap``'d
-    function) starts being traced: objects made from now on belong to it."""
+    function) starts being traced: objects made from now on belong to it.  With
+    ``side_effects``, the body runs exactly once whenever the graph runs, so mutating
+    outer objects is allowed (replayed after the graph like the frame's own)."""
     _SCOPE_IDS[0] += 1
     _SCOPE.append(_SCOPE_IDS[0])
+    _SCOPE_EFFECTS.append(side_effects)
+    _SCOPE_WRITES.append([])
     return _SCOPE[-1]
 
 
-def exit_scope(scope: int) -> None:
+def exit_scope(scope: int) -> list:
+    """Leave the body ``scope``; the outer trackers it mutated."""
     assert _SCOPE[-1] == scope, (_SCOPE, scope)
     _SCOPE.pop()
+    _SCOPE_EFFECTS.pop()
+    return _SCOPE_WRITES.pop()
 
 
 def in_body() -> bool:
@@ -68,15 +80,33 @@ def in_body() -> bool:
     return len(_SCOPE) > 1
 
 
+def outer_write_allowed(var: "VariableTracker | None", created_in: int = 0) -> bool:
+    """May the body being traced mutate ``var``, made in scope ``created_in`` (0: before
+    the call or in the frame)?  Only if every body opened since allows side effects; the
+    tracker is then recorded in each of them (``exit_scope`` returns them)."""
+    try:
+        index = _SCOPE.index(created_in)
+    except ValueError:  # made in a body whose trace is over
+        return False
+    if not all(_SCOPE_EFFECTS[index + 1:]):
+        return False
+    if var is not None:
+        for writes in _SCOPE_WRITES[index + 1:]:
+            writes.append(var)
+    return True
+
+
 def check_mutable(var: "VariableTracker", what: str) -> None:
     """Refuse a mutation, inside a body, of an object made outside it: the body runs
     zero, one or many times when the graph runs (a ``cond`` branch, a loop body), so its
-    Python side effects cannot be replayed once.  Mutations of objects that existed
-    before the call are refused where they are logged (``side_effects``)."""
-    if len(_SCOPE) > 1 and var.mutation_type is not None and var.mutation_type.scope != _SCOPE[-1]:
+    Python side effects cannot be replayed once (unless the body runs exactly once, see
+    :func:`enter_scope`).  Mutations of objects that existed before the call are checked
+    where they are logged (``side_effects``)."""
+    if len(_SCOPE) > 1 and var.mutation_type is not None and var.mutation_type.scope != _SCOPE[-1] \
+            and not outer_write_allowed(var, var.mutation_type.scope):
         raise unsupported(
             "side effect in a higher-order operator's body", what,
-            "The body of torch.cond, while_loop, map, scan or a torch.func transform must not "
+            "The body of torch.cond, while_loop, map, scan (or a chunked vmap) must not "
             "change Python objects made outside it: it is traced once but runs any number of "
             "times when the graph runs.",
             ["Return the new values from the function instead of storing them in outer objects."])

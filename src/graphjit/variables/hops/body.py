@@ -91,16 +91,18 @@ def input_for(leaf: VariableTracker, drop_dim: int | None = None, requires_grad:
 
 def trace_body(tx, kind: str, fn: VariableTracker, args: list[BodyInput | VariableTracker],
                args_spec: Spec, *, with_kwargs: bool = False,
-               pure: bool = False, single: bool = False) -> TracedBody:
+               pure: bool = False, single: bool = False, side_effects: bool = False) -> TracedBody:
     """Trace ``fn(*tree_unflatten(args_spec, args))`` as a body named after ``kind``
     (``args_spec`` is a tuple spec of the positional arguments; ``with_kwargs``: of the
     pair ``(args, kwargs)``).  With ``pure``
     (control flow: torch's operators reject them), a body that mutates an input in place
     or returns an input or one tensor twice is refused.  With ``single``, a body that
-    returns one value returns it alone (not in a tuple)."""
+    returns one value returns it alone (not in a tuple).  With ``side_effects`` (the body
+    runs exactly once per call: torch.func transforms) it may mutate outer objects, as
+    long as no value it computes is stored in them."""
     out = tx.output
     steps = len(out.prologue.steps)
-    with out.body(kind) as scope:
+    with out.body(kind, side_effects) as scope:
         leaves = [_placeholder(scope, a) if isinstance(a, BodyInput) else a for a in args]
         n_explicit = len(scope.inputs)
         call_args = tree_unflatten(args_spec, leaves)
@@ -118,7 +120,28 @@ def trace_body(tx, kind: str, fn: VariableTracker, args: list[BodyInput | Variab
         if pure:
             _check_pure(scope, kind, [out.lift(o) if isinstance(o, torch.fx.Node) else o for o in outputs])
         gm = scope.finish(outputs[0] if single and out_spec.kind == "leaf" else outputs)
-        return TracedBody(gm, list(scope.lifted), out_spec, out_leaves, n_explicit)
+    if scope.writes:
+        _check_no_escape(scope, kind)
+    return TracedBody(gm, list(scope.lifted), out_spec, out_leaves, n_explicit)
+
+
+def _check_no_escape(scope, kind: str) -> None:
+    """No tensor or number the body computed is stored in an outer object it mutated
+    (in eager it would be functorch's wrapped tensor escaping the transform)."""
+    seen: set[int] = set()
+    stack = list(scope.writes)
+    while stack:
+        var = stack.pop()
+        if id(var) in seen:
+            continue
+        seen.add(id(var))
+        if isinstance(var, (TensorVariable, SymNodeVariable)):
+            if var.node.graph is scope.graph:
+                raise unsupported(f"{kind} storing a value it computes outside it", var.node.name,
+                                  "In eager this would be a tensor escaping the transform.",
+                                  ["Return the value from the function instead."])
+            continue
+        stack.extend(var.children())
 
 
 def _check_pure(scope, kind: str, outputs: list) -> None:

@@ -21,8 +21,12 @@ Contract:
 * Nothing of functorch's level stack is touched while tracing: the transform pushes and
   pops its levels itself when the node runs (on fake tensors at trace time, and when the
   graph runs), so a failure anywhere leaves no level behind.
-* The body must not change Python state made outside it (``base.check_mutable``), draw
-  from ``random``, or break; such a call is a graph break as a whole.
+* The function runs exactly once per call in eager (a ``vmap`` with ``chunk_size`` once
+  per chunk), so its Python side effects on outer objects are allowed and replayed after
+  the graph, once, like the frame's own (``trace_body(side_effects=True)``), unless a
+  value the body computes would be stored outside it (a wrapped tensor escaping the
+  transform in eager).  A body that draws from ``random``, breaks, or (chunked ``vmap``)
+  has side effects makes the call a graph break as a whole.
 * ``vjp``/``linearize`` return a function: it lives in the graph as a value
   (:class:`GraphFunctionVariable`) and calling it is another node; it cannot leave the
   graph (a graph break where it would).
@@ -348,7 +352,8 @@ def _apply_wrap_style(tx, var: TransformedFunctionVariable, args: list, kwargs: 
         inputs = _leaf_inputs(tx, leaves, grad=_differentiated(spec, len(leaves), var.options.get("argnums", 0)))
     else:
         inputs = _leaf_inputs(tx, leaves)
-    body = trace_body(tx, f"{var.name}_body", var.fn, inputs, spec, with_kwargs=True)
+    once = var.name != "vmap" or var.options.get("chunk_size") is None  # (chunks: called per chunk)
+    body = trace_body(tx, f"{var.name}_body", var.fn, inputs, spec, with_kwargs=True, side_effects=once)
     target = None
     if var.name == "vmap":
         target = _flat_vmap_call(var, leaves, inputs, batch_dims, body)
@@ -386,7 +391,7 @@ def _apply_call_style(tx, var: FuncTransformVariable, fn: VariableTracker, param
             leaves, spec = tree_flatten(tx, call)
             fn_spec, body_leaves = spec, leaves
         inputs = _leaf_inputs(tx, body_leaves, grad=[True] * len(body_leaves) if name == "vjp" else None)
-        body = trace_body(tx, f"{name}_body", fn, inputs, fn_spec, with_kwargs=True)
+        body = trace_body(tx, f"{name}_body", fn, inputs, fn_spec, with_kwargs=True, side_effects=True)
         marks = [INPUT if _is_graph_value(leaf) else leaf.as_python_constant() for leaf in leaves]
         fn_marks = [INPUT if isinstance(i, BodyInput) else i.as_python_constant() for i in inputs]
         target = TransformCall(var.transform, options, "call", python_template(spec, marks),
