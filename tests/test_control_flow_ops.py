@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch._dynamo
+from torch._higher_order_ops.associative_scan import associative_scan
 from torch._higher_order_ops.map import map as hop_map
 from torch._higher_order_ops.scan import scan
 from torch._higher_order_ops.while_loop import while_loop
@@ -78,7 +79,16 @@ def scan_reverse(init, xs):
     return scan(lambda c, x: (c * x, (c + 1).clone()), init, xs, reverse=True)
 
 
-#: name -> (program, arguments, torch.compile's graph count, its fullgraph holds)
+def associative_scan_generic(xs):
+    return associative_scan(lambda a, b: a * b, xs, dim=1, combine_mode="generic", reverse=True)
+
+
+def associative_scan_pytree(xs):
+    return associative_scan(lambda a, b: {"s": a["s"] + b["s"], "m": torch.maximum(a["m"], b["m"])},
+                            {"s": xs, "m": xs.cos()}, dim=0, combine_mode="generic")
+
+
+#: name -> (program, arguments, torch.compile's graph count)
 PROGRAMS = {
     "cond_closure_pos": (cond_closure, (R(4).abs(), R(4)), 1),
     "cond_closure_neg": (cond_closure, (-R(4).abs(), R(4)), 1),
@@ -93,6 +103,8 @@ PROGRAMS = {
     "map_pytree": (map_pytree, (R(4, 2),), 1),
     "scan_dim": (scan_dim, (torch.zeros(3), R(3, 5)), 1),
     "scan_reverse": (scan_reverse, (torch.ones(2), R(4, 2)), 1),
+    "associative_scan_generic": (associative_scan_generic, (R(3, 5),), 1),
+    "associative_scan_pytree": (associative_scan_pytree, (R(6, 2),), 1),
 }
 
 
@@ -105,7 +117,7 @@ def test_same_as_eager(name, backend):
 
 
 @pytest.mark.parametrize("name", ["cond_closure_pos", "cond_module", "while_loop_counter", "map_with_args",
-                                  "scan_dim"])
+                                  "scan_dim", "associative_scan_generic"])
 def test_graph_count_equals_torch_compile(name):
     fn, args, pinned = PROGRAMS[name]
     torch._dynamo.reset()
@@ -186,6 +198,10 @@ def cond_mismatched_branches(x):  # eager raises
 LOG = []
 
 
+def associative_scan_pointwise_on_cpu(x):  # eager's ValueError: the pointwise mode needs CUDA
+    return associative_scan(lambda a, b: a + b, x, dim=0)
+
+
 def cond_side_effect(x):  # eager appends (Dynamo traces the branches)...
     def true_fn(a):
         LOG.append("t")
@@ -194,13 +210,13 @@ def cond_side_effect(x):  # eager appends (Dynamo traces the branches)...
 
 
 @pytest.mark.parametrize("fn", [cond_returns_input, cond_mutates_input, cond_mismatched_branches,
-                                cond_side_effect])
+                                cond_side_effect, associative_scan_pointwise_on_cpu])
 def test_rejected_bodies_run_in_python(fn):
     before = capture_modes()
     check_same(fn, R(3).abs())
     assert capture_modes() == before
     assert graphjit.stats()["graph_breaks"] >= 1
-    with pytest.raises(graphjit.Unsupported, match="cond"):
+    with pytest.raises(graphjit.Unsupported, match="cond|associative_scan"):
         graphjit.reset()
         graphjit.compile(fn, backend="eager", fullgraph=True)(R(3).abs())
 

@@ -223,10 +223,13 @@ def union_lifted(*bodies: TracedBody) -> list[torch.fx.Node]:
 
 def capture_failed(kind: str, error: Exception) -> Unsupported:
     """A graph break at an operator whose bodies could not be captured (or whose own
-    checks failed): the call runs in Python, where eager raises or runs it."""
+    checks failed): the call runs in Python, where eager runs it or raises.  The inner
+    break's reason, hints and user frames are kept."""
     if isinstance(error, Unsupported):
-        return unsupported(f"{kind} body not captured", error.reason if hasattr(error, "reason") else str(error),
-                           f"Its body could not be traced into one graph: {error}. The call runs in Python.")
+        new = unsupported(f"{kind} body not captured", error.reason,
+                          "The whole call runs in Python. " + (error.explanation or ""), error.hints)
+        new.user_stack = list(error.user_stack)
+        return new
     return unsupported(f"{kind} not captured", f"{type(error).__name__}: {error}",
                        "Its checks failed on the traced values; the call runs in Python, where eager "
                        "reports it.")

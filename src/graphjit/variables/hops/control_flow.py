@@ -1,5 +1,6 @@
 """Structured control flow: ``torch.cond``, ``while_loop``, ``map``, ``scan``,
-``associative_scan`` (``torch._higher_order_ops``) as one graph node each.
+(``torch._higher_order_ops``) as one graph node each; ``associative_scan``'s generic
+mode (a Python algorithm over a ``vmap``'d combine function) is traced as it is written.
 
 Each front end (the function users call) is modelled here, with its own checks and
 pytree handling; its bodies are traced into subgraphs (``body.trace_body``) and the node
@@ -36,6 +37,7 @@ from ...exc import ObservedException, Unsupported, unsupported
 from ...guards.guard import GuardKind
 from ..base import VariableTracker, register_builder_by_id
 from ..constant import ConstantVariable
+from ..functions import UserFunctionVariable
 from ..sequences import ListVariable, TupleVariable
 from ..sym_node import SymNodeVariable
 from ..tensor import TensorVariable
@@ -241,12 +243,13 @@ class ControlFlowVariable(VariableTracker):
     def _call_associative_scan(self, tx, args, kwargs) -> VariableTracker:
         bound = _bind(associative_scan, args, kwargs)
         mode = _const(bound.get("combine_mode", ConstantVariable("pointwise")), "combine_mode")
+        if mode == "generic":  # a Python algorithm over a vmap'd combine_fn: traced as it is
+            return UserFunctionVariable(associative_scan).call_function(tx, args, kwargs)
         xs_leaves, _ = _tensor_leaves(tx, bound["xs"], "associative_scan xs")
         if mode != "pointwise" or not all(x.example_value.device.type in ("cuda", "xpu") for x in xs_leaves):
             raise unsupported("associative_scan", f"combine_mode={mode!r} on "
                               f"{sorted({x.example_value.device.type for x in xs_leaves})}",
-                              "The pointwise mode needs CUDA tensors (eager raises otherwise) and the "
-                              "generic mode runs a Python algorithm over vmap; the call runs in Python.")
+                              "The pointwise mode needs CUDA or XPU tensors: eager raises otherwise.")
         raise unsupported("associative_scan", "pointwise mode", "Not captured yet; the call runs in Python.")
 
     # -- the operators themselves, called directly ----------------------------------------
