@@ -60,6 +60,10 @@ def while_loop_nested_carry(i, x):
     return while_loop(lambda i, t: i.sum() < 3, lambda i, t: (i + 1, (t[0] * 2,)), (i, (x,)))
 
 
+def while_loop_int_carry(x):  # an int carry is an unbacked symbolic int in the bodies
+    return while_loop(lambda i, x: 2 * i < x.shape[0], lambda i, x: (i + 1, x + i), (0, x))
+
+
 def map_with_args(xs, y):
     return hop_map(lambda x, y: x * y + W, xs, y)
 
@@ -99,6 +103,7 @@ PROGRAMS = {
     "cond_symbolic_pred": (cond_symbolic_pred, (R(5, 2),), 1),
     "while_loop_counter": (while_loop_counter, (torch.zeros(1), R(3)), 1),
     "while_loop_nested_carry": (while_loop_nested_carry, (torch.zeros(1), R(3)), 1),
+    "while_loop_int_carry": (while_loop_int_carry, (R(5, 2),), 1),
     "map_with_args": (map_with_args, (R(4, 3), R(3)), 1),
     "map_pytree": (map_pytree, (R(4, 2),), 1),
     "scan_dim": (scan_dim, (torch.zeros(3), R(3, 5)), 1),

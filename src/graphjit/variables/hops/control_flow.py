@@ -41,7 +41,7 @@ from ..functions import UserFunctionVariable
 from ..sequences import ListVariable, TupleVariable
 from ..sym_node import SymNodeVariable
 from ..tensor import TensorVariable
-from .body import TracedBody, capture_failed, input_for, set_inputs, trace_body, union_lifted
+from .body import BodyInput, TracedBody, capture_failed, input_for, set_inputs, trace_body, union_lifted
 from .pytree import Spec, tree_flatten, tree_unflatten
 
 
@@ -151,23 +151,34 @@ class ControlFlowVariable(VariableTracker):
         if not isinstance(carried, (TupleVariable, ListVariable)):
             raise unsupported("while_loop carried_inputs that are not a tuple or list",
                               carried.python_type().__name__)
-        leaves, carried_spec = _tensor_leaves(tx, carried, "while_loop carried_inputs")
+        leaves, carried_spec = tree_flatten(tx, carried)
+        for leaf in leaves:
+            if not (isinstance(leaf, (TensorVariable, SymNodeVariable)) or
+                    leaf.is_python_constant() and type(leaf.as_python_constant()) is int):
+                raise unsupported("while_loop carried_inputs with a leaf that is not a tensor or an int",
+                                  leaf.python_type().__name__, "The front end raises for it in eager.")
         spec = Spec("tuple", tuple, (), carried_spec.children)
-        inputs = [input_for(leaf, tx=tx) for leaf in leaves]
-        cond_body = trace_body(tx, "while_cond", bound["cond_fn"], inputs, spec, pure=True, single=True)
-        inputs = [input_for(leaf, tx=tx) for leaf in leaves]
-        body = trace_body(tx, "while_body", bound["body_fn"], inputs, spec, pure=True)
-        if cond_body.out_spec.kind != "leaf" or not isinstance(cond_body.out_leaves[0], TensorVariable):
+        cond_body = trace_body(tx, "while_cond", bound["cond_fn"], _carry_inputs(tx, leaves), spec, pure=True,
+                               single=True)
+        body = trace_body(tx, "while_body", bound["body_fn"], _carry_inputs(tx, leaves), spec, pure=True)
+        if cond_body.out_spec.kind != "leaf" or not isinstance(cond_body.out_leaves[0], (TensorVariable,
+                                                                                          SymNodeVariable)):
             raise unsupported("while_loop cond_fn that does not return a boolean tensor",
                               repr(cond_body.out_spec), "A Python bool here decides the loop at trace time.")
         body_spec = body.out_spec if body.out_spec.kind != "leaf" else Spec("tuple", tuple, (), (body.out_spec,))
         if body_spec.num_leaves != len(leaves):
             raise unsupported("while_loop body_fn returning another number of values than it takes",
                               f"{body_spec.num_leaves} != {len(leaves)}")
-        _require_tensors([body], "while_loop body_fn")
-        lifted = _merge([cond_body, body], leaves)
+        for leaf in body.out_leaves:
+            if not isinstance(leaf, (TensorVariable, SymNodeVariable)):
+                raise unsupported("while_loop body_fn returning a value that is not a tensor or an int",
+                                  leaf.python_type().__name__)
+        graph_leaves = [leaf for leaf in leaves if isinstance(leaf, (TensorVariable, SymNodeVariable))]
+        lifted = _merge([cond_body, body], [leaf if isinstance(leaf, (TensorVariable, SymNodeVariable)) else None
+                                            for leaf in leaves])
         out = tx.output
-        node_args = (out.install_body(cond_body.gm), out.install_body(body.gm), self._nodes(leaves), tuple(lifted))
+        carried_args = tuple(leaf.node if leaf in graph_leaves else leaf.as_python_constant() for leaf in leaves)
+        node_args = (out.install_body(cond_body.gm), out.install_body(body.gm), carried_args, tuple(lifted))
         result = self._emit(tx, while_loop_op, node_args)
         return tree_unflatten(carried_spec, _items(result))
 
@@ -255,6 +266,21 @@ class ControlFlowVariable(VariableTracker):
     # -- the operators themselves, called directly ----------------------------------------
     def _call_cond_op(self, tx, args, kwargs) -> VariableTracker:
         return self._call_cond(tx, args, kwargs)
+
+
+def _carry_inputs(tx, leaves: list) -> list:
+    """The inputs of a loop's condition and body: fresh fakes for tensors, and for ints a
+    new *unbacked* symbolic int (the body must not specialize on the first iteration's
+    value), as TorchDynamo does."""
+    out = []
+    for leaf in leaves:
+        if isinstance(leaf, TensorVariable):
+            out.append(input_for(leaf, tx=tx))
+        else:
+            shape_env = tx.output.shape_env
+            with shape_env.ignore_fresh_unbacked_symbols():
+                out.append(BodyInput(shape_env.create_unbacked_symint(), "carry_int"))
+    return out
 
 
 def _items(result: VariableTracker) -> list[VariableTracker]:
