@@ -295,3 +295,17 @@ def test_nested_compile_region_gradients():
         actual = torch.autograd.grad(graphjit.compile(fn, backend=backend, fullgraph=True)(x, w), (x, w))
         for a, e in zip(actual, expected, strict=True):
             torch.testing.assert_close(a, e)
+
+
+# -- torch._higher_order_ops.wrap ---------------------------------------------------------------
+
+def wrap_closure(x):
+    from torch._higher_order_ops.wrap import wrap
+    return wrap(lambda a, b=2: {"o": a.sin() + W * b, "k": 3}, x)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_wrap_calls_its_body(backend):
+    check_same(wrap_closure, R(3), backend=backend, fullgraph=True)
+    code = check_same(wrap_closure, R(3), fullgraph=True).graphs[0].code
+    assert "torch.ops.higher_order.wrap(wrap_body_0, x, g_w)" in code, code
