@@ -52,6 +52,15 @@ def cond_symbolic_pred(x):
     return torch.cond(x.shape[0] > 3, lambda a: a.sum(0, keepdim=True), lambda a: a[:1].clone(), (x,))
 
 
+def cond_no_operands(x):
+    return torch.cond(x.sum() > 0, lambda: x.sin(), lambda: x.cos(), ())
+
+
+def map_impl_direct(xs, y):  # the operator itself, as torch's front end calls it
+    from torch._higher_order_ops.map import map_impl
+    return map_impl(lambda x, y: (x * y,), [xs], [y])
+
+
 def while_loop_counter(i, x):
     return while_loop(lambda i, x: i.sum() < 5, lambda i, x: (i + 1, x * W), (i, x))
 
@@ -101,6 +110,8 @@ PROGRAMS = {
     "cond_nested": (cond_nested, (R(4),), 1),
     "cond_pytree_operands": (cond_pytree_operands, (R(3), R(3)), 1),
     "cond_symbolic_pred": (cond_symbolic_pred, (R(5, 2),), 1),
+    "cond_no_operands": (cond_no_operands, (R(4, 5),), 1),
+    "map_impl_direct": (map_impl_direct, (R(4, 3), R(3)), 1),
     "while_loop_counter": (while_loop_counter, (torch.zeros(1), R(3)), 1),
     "while_loop_nested_carry": (while_loop_nested_carry, (torch.zeros(1), R(3)), 1),
     "while_loop_int_carry": (while_loop_int_carry, (R(5, 2),), 1),
@@ -132,6 +143,29 @@ def test_graph_count_equals_torch_compile(name):
     finally:
         torch._dynamo.reset()
     assert counter.frame_count == pinned
+
+
+DYNAMIC = {  # name -> inputs for three sizes
+    "cond_closure_pos": lambda n: (R(n).abs(), R(n)),
+    "map_with_args": lambda n: (R(n, 3), R(3)),
+    "scan_dim": lambda n: (torch.zeros(3), R(3, n)),
+    "cond_module": lambda n: (R(n, 3),),
+}
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+@pytest.mark.parametrize("name", list(DYNAMIC))
+def test_dynamic_shapes(name, backend):
+    fn = PROGRAMS[name][0]
+    graphjit.reset()
+    compiled = graphjit.compile(fn, backend=backend, dynamic=True, fullgraph=True)
+    for n in (2, 3, 5):
+        args = DYNAMIC[name](n)
+        expected, actual = fn(*args), compiled(*args)
+        for a, e in zip(actual if isinstance(actual, tuple) else (actual,),
+                        expected if isinstance(expected, tuple) else (expected,), strict=True):
+            torch.testing.assert_close(a, e)
+    assert graphjit.stats()["recompiles"] == 0
 
 
 def test_graph_calls_the_operator_with_lifted_inputs():

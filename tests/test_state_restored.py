@@ -167,3 +167,20 @@ def test_default_dtype_and_mode_stacks_restored_after_a_failed_trace():
             with pytest.raises(InternalError):
                 graphjit.compile(fn, backend="eager")(GOOD)
         assert capture_modes() == before
+
+
+def test_forward_ad_level_not_left_open():
+    """``with fwAD.dual_level():`` is not entered while tracing (a break: the level is
+    entered when the code runs), so a failing trace leaves no level open."""
+    fwAD = torch.autograd.forward_ad
+
+    def fn(foo, tangent):
+        with fwAD.dual_level():
+            return fwAD.unpack_dual(fwAD.make_dual(foo, tangent) * 2).tangent
+
+    check_same(fn, torch.rand(3), torch.rand(3))
+    graphjit.reset()
+    with pytest.raises(graphjit.Unsupported, match="forward-mode AD level"):
+        graphjit.compile(fn, backend="eager", fullgraph=True)(torch.rand(2), torch.rand(3))
+    with fwAD.dual_level():  # raises "Nested forward mode AD is not supported" after a leak
+        pass

@@ -62,6 +62,8 @@ SKIPPED = {
     torch.use_deterministic_algorithms: "changing global state",
     torch.set_num_threads: "changing global state", torch.Tensor.backward: "running autograd",
     torch.Tensor.item: "reading tensor data", torch.Tensor.tolist: "reading tensor data",
+    torch._C._enter_dual_level: "entering a forward-mode AD level (it would be entered while tracing)",
+    torch._C._exit_dual_level: "leaving a forward-mode AD level",
 }
 
 

@@ -114,6 +114,9 @@ class ControlFlowVariable(VariableTracker):
         bound = _bind(cond, args, kwargs)
         pred, true_fn, false_fn = bound["pred"], bound["true_fn"], bound["false_fn"]
         operands = bound.get("operands", TupleVariable([]))
+        if not isinstance(operands, (TupleVariable, ListVariable)) and operands.is_python_constant() and \
+                type(operands.as_python_constant()) in (tuple, list):  # ``()``: a constant
+            operands = TupleVariable([VariableTracker.build(tx, v) for v in operands.as_python_constant()])
         if not isinstance(operands, (TupleVariable, ListVariable)):
             raise unsupported("torch.cond operands that are not a tuple or list", operands.python_type().__name__)
         pred = pred.realize()
@@ -190,14 +193,30 @@ class ControlFlowVariable(VariableTracker):
         if xs is None or kwargs.keys() - {"xs"}:
             raise unsupported("map called with keyword arguments", ", ".join(kwargs))
         xs_leaves, xs_spec = _tensor_leaves(tx, xs, "map xs")
-        sizes = {leaf.example_value.shape[0] if leaf.example_value.ndim else None for leaf in xs_leaves}
-        if not xs_leaves or None in sizes or len(sizes) != 1 or 0 in sizes:
+        rest_leaves, rest_spec = tree_flatten(tx, TupleVariable(list(rest)))
+        return self._map(tx, fn, xs_leaves, rest_leaves, Spec("tuple", tuple, (), (xs_spec, *rest_spec.children)))
+
+    def _call_map_impl(self, tx, args, kwargs) -> VariableTracker:
+        """``map_impl(f, xs, pos_args)`` called directly: ``f(*xs slices, *pos_args)``."""
+        bound = _bind(_map_impl_signature, args, kwargs)
+        xs, pos = bound["xs"], bound["pos_args"]
+        if not isinstance(xs, (TupleVariable, ListVariable)) or not isinstance(pos, (TupleVariable, ListVariable)):
+            raise unsupported("map_impl with xs or pos_args that are not lists", "")
+        xs_leaves, pos_leaves = xs.unpack(tx), pos.unpack(tx)
+        leaf = Spec("leaf")
+        spec = Spec("tuple", tuple, (), (leaf,) * (len(xs_leaves) + len(pos_leaves)))
+        result = self._map(tx, bound["f"], xs_leaves, pos_leaves, spec)
+        return result
+
+    def _map(self, tx, fn, xs_leaves: list, rest_leaves: list, spec: Spec) -> VariableTracker:
+        if not all(isinstance(leaf, TensorVariable) for leaf in xs_leaves):
+            raise unsupported("map over xs that are not all tensors", "", "Eager raises for it.")
+        sizes = [leaf.example_value.shape[0] if leaf.example_value.ndim else None for leaf in xs_leaves]
+        if not xs_leaves or None in sizes or any(size != sizes[0] for size in sizes) or sizes[0] == 0:
             raise unsupported("map over xs without one common, non-zero leading size", repr(sizes),
                               "Eager raises for it; the call runs in Python.")
-        rest_leaves, rest_spec = tree_flatten(tx, TupleVariable(list(rest)))
         inputs = [input_for(leaf, drop_dim=0, tx=tx) for leaf in xs_leaves] + \
                  [input_for(leaf, tx=tx) for leaf in rest_leaves]
-        spec = Spec("tuple", tuple, (), (xs_spec, *rest_spec.children))
         body = trace_body(tx, "map_body", fn, inputs, spec, pure=True)
         _require_tensors([body], "map body")
         pos = [leaf for leaf in rest_leaves if isinstance(leaf, (TensorVariable, SymNodeVariable))]
@@ -268,6 +287,10 @@ class ControlFlowVariable(VariableTracker):
         return self._call_cond(tx, args, kwargs)
 
 
+def _map_impl_signature(f, xs, pos_args):
+    """The signature of ``map_impl`` (the operator object takes ``*args``)."""
+
+
 def _carry_inputs(tx, leaves: list) -> list:
     """The inputs of a loop's condition and body: fresh fakes for tensors, and for ints a
     new *unbacked* symbolic int (the body must not specialize on the first iteration's
@@ -308,8 +331,8 @@ def _merge(bodies: list[TracedBody], explicit: list = ()) -> list:
     return lifted
 
 
-_FRONT_ENDS = {cond: "cond", cond_op: "cond_op", while_loop: "while_loop", hop_map: "map", scan: "scan",
-               associative_scan: "associative_scan"}
+_FRONT_ENDS = {cond: "cond", cond_op: "cond_op", while_loop: "while_loop", hop_map: "map", map_impl: "map_impl",
+               scan: "scan", associative_scan: "associative_scan"}
 
 
 @register_builder_by_id(*_FRONT_ENDS)
