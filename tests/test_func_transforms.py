@@ -414,6 +414,18 @@ def test_global_options_and_closure_changes_recompile():
         W = old_w
 
 
+def test_options_from_arguments_specialize():
+    def fn(x, d):
+        return vmap(torch.sin, in_dims=d)(x)
+
+    cnt = CompileCounter()
+    compiled = graphjit.compile(fn, backend=cnt)
+    x = R(3, 4)
+    for d in (0, 1, 0, 1):  # an int argument (symbolic after the first change) is specialized
+        torch.testing.assert_close(compiled(x, d), fn(x, d))
+    assert cnt.frame_count == 2
+
+
 def test_functional_call_params_change_between_calls():
     compiled = graphjit.compile(lambda p, x: functional_call(M, p, (x,)), backend="eager", fullgraph=True)
     x = R(2, 3)

@@ -187,10 +187,13 @@ def _is_graph_value(var: VariableTracker) -> bool:
 
 
 def _constant(var: VariableTracker, what: str):
-    if not var.is_python_constant():
+    """An option's value; a symbolic number in it is specialized (with its guard): the
+    options shape the graph."""
+    try:
+        return var.as_python_constant()
+    except Unsupported:
         raise unsupported(f"non-constant {what}", var.python_type().__name__,
-                          "graphjit bakes the transform's options into the graph.")
-    return var.as_python_constant()
+                          "graphjit bakes the transform's options into the graph.") from None
 
 
 def _check_options(name: str, options: dict) -> None:
