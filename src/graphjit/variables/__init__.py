@@ -46,6 +46,7 @@ from .builtins import BuiltinVariable
 from . import library  # noqa: F401  (registers inspect.signature and its values)
 from .torch_function import TorchFunctionVariable
 from .checkpoint import CheckpointVariable
+from . import copying  # noqa: F401  (registers copy.copy/deepcopy and the C methods they reach)
 from . import builder  # noqa: F401  (registers the callable builders)
 
 __all__ = [name for name in dir() if name[0].isupper() or name == "is_new"]
