@@ -415,3 +415,49 @@ PROGRAMS: dict = {fn.__name__: (fn, make_p) for fn in [
     deepcopy_with_memo, deepcopy_atomic, deepcopy_original_mutated_after, deepcopy_error,
     copy_from_copyreg, ids_as_keys, id_escapes,
 ]} | {"deepcopy_tree": (deepcopy_tree, make_tree)}
+
+
+# -- graph breaks (as with torch.compile) ---------------------------------------------------
+
+def deepcopy_tensor(p, x):
+    y = x * 2
+    z = copy.deepcopy(y)
+    return z + 1, z is y
+
+
+def copy_tensor(p, x):
+    y = x * 2
+    return copy.copy(y) + 1
+
+
+def deepcopy_object_with_tensor(p, x):
+    w = WithTensor()
+    w.t = x * 2
+    c = copy.deepcopy(w)
+    c.items.append(2)
+    return c.t + 1, c.items, c.t is w.t
+
+
+def deepcopy_module(m, x):
+    y = x * 2
+    copy.deepcopy(m)
+    return y + 1
+
+
+def copy_module(m, x):
+    y = x * 2
+    copy.copy(m)
+    return y + 1
+
+
+torch.manual_seed(0)
+MODULE = torch.nn.Linear(4, 4)
+
+
+def make_module():
+    """The same module on every call, as a model's layer is (the copy does not change it)."""
+    return (MODULE, X())
+
+
+BREAKS: dict = {fn.__name__: (fn, make_p) for fn in [deepcopy_tensor, copy_tensor, deepcopy_object_with_tensor]} | {
+    fn.__name__: (fn, make_module) for fn in [deepcopy_module, copy_module]}

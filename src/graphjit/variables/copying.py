@@ -43,7 +43,7 @@ from ..exc import observed, unsupported
 from ..guards.guard import GuardKind
 from ..polyfills import copy as poly_copy
 from ..trace_rules import trace_rule
-from .base import VariableTracker, register_builder_by_id
+from .base import LazyVariableTracker, VariableTracker, register_builder_by_id
 from .builtins import build_builtin, register as register_builtin
 from .constant import ConstantVariable
 from .dict_objects import DictObjectVariable
@@ -119,20 +119,29 @@ class CopyFunctionVariable(VariableTracker):
 
 
 def _refuse(x: VariableTracker, deep: bool, what: str | None = None) -> None:
-    """A graph break for what the call must not trace: a tensor or a module."""
+    """A graph break for what the call must not trace: a tensor or a module.  (A value not
+    yet read is looked at without reading it: the break runs the call in Python whatever
+    the value is on a later call, so it needs no guard, and a module stays unspecialized.)"""
     what = what or ("copy.deepcopy" if deep else "copy.copy")
-    if x.is_tensor():
+    if type(x) is LazyVariableTracker and not x.is_realized():
+        cls = type(x.peek_value())
+    elif x.is_tensor():
+        cls = torch.Tensor
+    else:
+        try:
+            cls = x.python_type()
+        except Exception:  # noqa: BLE001 (a tracker without a Python type: copy.py decides)
+            return
+    if not isinstance(cls, type):
+        return
+    if issubclass(cls, torch.Tensor):
         raise unsupported(
             f"{what} of a tensor", f"{what}(<tensor>)",
             "Copying a tensor copies its storage, gradient and Python attributes in Python "
             f"(Tensor.{'__deepcopy__' if deep else '__reduce_ex__'}); the call runs between graphs, "
             "as with torch.compile.",
             ["Use `t.clone()` (or `t.detach().clone()`) inside the compiled function."])
-    try:
-        cls = x.python_type()
-    except Exception:  # noqa: BLE001 (a tracker without a Python type: copy.py decides)
-        return
-    if isinstance(cls, type) and issubclass(cls, torch.nn.Module):
+    if issubclass(cls, torch.nn.Module):
         raise unsupported(
             f"{what} of an nn.Module", f"{what}(<{cls.__qualname__}>)",
             "Copying a module makes new parameters and buffers (or shares them in a new "

@@ -28,6 +28,7 @@ from typing import Any
 from ..exc import unsupported
 from ..guards.guard import GuardKind
 from .base import LazyVariableTracker, VariableTracker, probing
+from .constant import is_constant_value
 
 #: objects whose identity lasts the process: their id is a constant of the trace
 _SINGLETONS = (None, True, False, Ellipsis, NotImplemented)
@@ -125,9 +126,32 @@ def _python_type_name(var: VariableTracker) -> str:
         return "object"
 
 
+def add_identity_guards(output) -> None:
+    """The identities the trace compared through ids it used as keys stay as they were:
+    the sources that reached one object still reach one object (``OBJECT_ALIASING``), and
+    distinct objects stay distinct (one ``NO_ALIASING`` check).  Values compared by value
+    (numbers, strings, tuples of them) are left out: a memo never holds them and the
+    guards on their values cover them."""
+    groups: dict[int, tuple[Any, list]] = {}
+    for var in output.key_trackers.values():
+        if not isinstance(var, ObjectIdVariable):
+            continue
+        token, source = var.token, var.target.source
+        if source is None or not _is_real_object(token) or is_constant_value(token):
+            continue
+        sources = groups.setdefault(id(token), (token, []))[1]
+        if source not in sources:
+            sources.append(source)
+    for _, sources in groups.values():
+        for other in sources[1:]:
+            output.add_guard(other, GuardKind.OBJECT_ALIASING, other=sources[0])
+    if len(groups) >= 2:
+        output.add_guard(None, GuardKind.NO_ALIASING, tuple(sources[0] for _, sources in groups.values()))
+
+
 def object_id(tx, var: VariableTracker) -> ObjectIdVariable:
     """``id(var)``."""
     return ObjectIdVariable(var, identity_token(tx, var), tx.output)
 
 
-__all__ = ["ObjectIdVariable", "IdentityKey", "identity_token", "object_id"]
+__all__ = ["ObjectIdVariable", "IdentityKey", "identity_token", "object_id", "add_identity_guards"]
