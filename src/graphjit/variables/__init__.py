@@ -1,12 +1,13 @@
 """VariableTrackers: the symbolic values of the translator (see ``base``).
 
 Modules, in layer order (each imports only those before it): ``base`` (tracker base,
-mutation types, lazy trackers, the builder registry) → ``constant`` → ``sym_node`` (symbolic numbers) → ``tensor`` →
+mutation types, lazy trackers, the builder registry) → ``constant`` → ``object_ids`` (``id()``) →
+``sym_node`` (symbolic numbers) → ``tensor`` →
 ``sequences``, ``dicts``, ``sets``, ``iterators`` (containers) → ``random_values`` → ``cells`` → ``functions``
 → ``exceptions`` → ``object_protocol``, ``instance_attrs``, ``dict_objects``, ``objects``,
 ``nn_module`` (Python objects) →
-``operators``, ``grad_mode``, ``builtins``, ``torch_function``, ``checkpoint`` → ``builder`` (how callables
-are modelled).  Importing this package imports them all, which registers every builder.
+``operators``, ``grad_mode``, ``builtins``, ``torch_function``, ``checkpoint``, ``copying``
+(``copy.copy``/``deepcopy``) → ``builder`` (how callables are modelled).  Importing this package imports them all, which registers every builder.
 """
 
 from .base import (

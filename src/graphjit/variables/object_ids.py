@@ -23,6 +23,7 @@ tracker itself for an object made in the trace.
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 from ..exc import unsupported
@@ -71,6 +72,10 @@ class IdentityKey:
         return f"<id of {type(self.token).__name__} {id(self.token):#x}>"
 
 
+#: output graph -> {id(token): (token, its key)}: one key per identified object and trace
+_KEYS: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
+
+
 class ObjectIdVariable(VariableTracker):
     """``id(target)``; see the module docstring.  ``output`` is the trace's output graph
     (where the identity guard goes when the number is read)."""
@@ -78,7 +83,6 @@ class ObjectIdVariable(VariableTracker):
     def __init__(self, target: VariableTracker, token: Any, output, **kwargs) -> None:
         super().__init__(**kwargs)
         self.target, self.token, self._output = target, token, output
-        self._keys: list[IdentityKey] = []
 
     def _repr_body(self) -> str:
         return f"id of {self.target!r}"
@@ -105,12 +109,20 @@ class ObjectIdVariable(VariableTracker):
                           "graph, but their value is read only in Python.",
                           ["Use the object itself (or `is`) instead of its id's value."])
 
+    def identity(self) -> IdentityKey:
+        """One object per identified object: ``id(a) == id(b)`` of objects made in the
+        trace compares these (``a is b``)."""
+        return self.dict_key()
+
     def dict_key(self) -> IdentityKey:
-        """The key this id is in a dict or set made in the trace."""
-        key = IdentityKey(self.token)
-        self._output.key_trackers[id(key)] = self
-        self._keys.append(key)  # alive as long as this tracker: its id stays unique
-        return key
+        """The key this id is in a dict or set made in the trace (one per object and
+        trace, registered with the tracker it stands for)."""
+        markers = _KEYS.setdefault(self._output, {})
+        entry = markers.get(id(self.token))
+        if entry is None:
+            entry = markers[id(self.token)] = (self.token, IdentityKey(self.token))
+            self._output.key_trackers[id(entry[1])] = self
+        return entry[1]
 
     def reconstruct(self, cg) -> None:
         cg.push_null()
