@@ -535,6 +535,43 @@ def test_id_number_of_an_argument_guards_its_identity():
     assert cnt.frame_count == 2
 
 
+def id_set_escapes(x):
+    a, b = [1], [2]
+    seen = {id(a)}
+    seen.add(id(b))
+    seen.discard(id(a))
+    seen.add(id(a))
+    return x + 1, a, b, seen
+
+
+def test_id_set_escapes():
+    """A set of ids made in the trace is rebuilt with the run's own ids."""
+    compiled, cnt = _compile(id_set_escapes, "eager", fullgraph=True)
+    for _ in range(2):
+        out, a, b, seen = compiled(cp.X())
+        assert seen == {id(a), id(b)}
+    assert cnt.frame_count == 1
+
+
+def id_set_iterated(x):
+    a, b = [1], [2]
+    seen = {id(a), id(b)}
+    n = 0
+    for _ in seen:
+        n += 1
+    return x + n
+
+
+def test_iterating_a_set_of_ids_breaks():
+    """Its order is the objects' addresses: known only when the code runs."""
+    compiled, cnt = _compile(id_set_iterated, "eager")
+    for _ in range(2):
+        run_both(id_set_iterated, compiled, lambda: (cp.X(),))
+    st = graphjit.stats()
+    # (then the resume function breaks at the set iterator it is given: not modelled)
+    assert st["break_reasons"][0].reason.startswith("iteration over a set of id()s")
+
+
 # --------------------------------------------------------------------------------------
 # the polyfills, as plain Python, against CPython
 # --------------------------------------------------------------------------------------

@@ -206,7 +206,8 @@ def _dict_reduce(self, tx):
         # a plain OrderedDict's tracker models no instance attributes: it has none
         plain = not isinstance(self, DictObjectVariable)
         if plain and self.is_existing and getattr(self.backing, "__dict__", None):
-            raise unsupported("copy of an OrderedDict with instance attributes", repr(self))
+            raise unsupported("copy of an OrderedDict with instance attributes",
+                              f"copy of <{self.user_cls.__qualname__}>")
         return tx.inline_polyfill(polyfill, [self, ConstantVariable(not plain)])
     return tx.inline_polyfill(polyfill, [self])
 

@@ -107,7 +107,7 @@ class GraphTensorKey:
 def guard_key(tx, key: Any) -> None:
     """A tensor key of a pre-existing dict: the real key must be this very tensor."""
     if isinstance(key, IdentityKey):
-        raise unsupported("id() as a key of a dict or set that existed before the call", repr(key),
+        raise unsupported("id() as a key of a dict or set that existed before the call", "d[id(obj)]",
                           "The trace compares ids by identity; the real container holds numbers.")
     if isinstance(key, torch.Tensor):
         var = tx.output.key_trackers[id(key)]

@@ -23,6 +23,7 @@ from .base import (
 )
 from .constant import ConstantVariable, is_constant_value
 from .dicts import DictViewVariable, FrozenDataclassKey, GraphTensorKey, key_of, key_var
+from .object_ids import IdentityKey
 
 
 class SetVariable(VariableTracker):
@@ -61,7 +62,16 @@ class SetVariable(VariableTracker):
         return ("recipe", tuple(self.recipe))
 
     def unpack(self, tx) -> list[VariableTracker]:
-        return [key_var(tx, k) for k in self.keys]
+        return [key_var(tx, k) for k in self._iteration_order()]
+
+    def _iteration_order(self):
+        """The keys in iteration order: CPython's, unless ids are among them (their order
+        is the objects' addresses, known only when the code runs)."""
+        if any(isinstance(k, IdentityKey) for k in self.keys):
+            raise unsupported("iteration over a set of id()s", "for ... in <a set holding ids>",
+                              "A set of ids iterates in the order of the objects' addresses, "
+                              "known only when the code runs.")
+        return self.keys
 
     def truthiness(self, tx) -> bool:
         return bool(self.keys)
@@ -105,7 +115,7 @@ class SetVariable(VariableTracker):
         if name == "pop" and not args:
             if not self.keys:
                 raise observed(KeyError, "pop from an empty set")
-            key = next(iter(self.keys))
+            key = next(iter(self._iteration_order()))
             var = key_var(tx, key)
             self.call_method(tx, "discard", [var], {})
             return var
@@ -185,7 +195,7 @@ class _Slot:
 def _with_slots(obj, slots: list):
     """``obj`` (a recipe) with each tensor replaced by a :class:`_Slot` (appended to
     ``slots``)."""
-    if isinstance(obj, (torch.Tensor, GraphTensorKey, FrozenDataclassKey)):
+    if isinstance(obj, (torch.Tensor, GraphTensorKey, FrozenDataclassKey, IdentityKey)):
         for i, t in enumerate(slots):
             if t is obj:
                 return _Slot(i)
