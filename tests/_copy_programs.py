@@ -136,6 +136,14 @@ class WithNewArgsEx:
         return (self.v,), {"k": self.k}
 
 
+class WithReduceEx:
+    def __init__(self, v) -> None:
+        self.v = v
+
+    def __reduce_ex__(self, protocol):
+        return (WithReduceEx, (self.v + [protocol],))
+
+
 class BadNewArgs:
     def __getnewargs__(self):
         return [1]
@@ -332,6 +340,14 @@ def deepcopy_reduce_family(p, x):
     return x + 1, a, b, c, d
 
 
+def deepcopy_sets_and_reduce_ex(p, x):
+    s = {1, "a", (2, 3)}
+    f = frozenset({4})
+    copies = copy.deepcopy([s, f, s, WithReduceEx([1])])
+    copies[0].add(9)
+    return x + 1, s, f, copies, copies[0] is copies[2], copy.copy(WithReduceEx([2]))
+
+
 def deepcopy_dict_subclasses(p, x):
     c = Config(a=[1])
     c.note = [2]
@@ -411,7 +427,8 @@ PROGRAMS: dict = {fn.__name__: (fn, make_p) for fn in [
     copy_of_new_object, copy_containers, copy_dataclass, copy_dunder, copy_slots, copy_state_methods,
     copy_dict_subclasses, copy_counter, copy_object_with_tensor, deepcopy_user_object,
     deepcopy_argument, deepcopy_shared_and_cycles, deepcopy_dataclass, deepcopy_slots,
-    deepcopy_dunder, deepcopy_state_methods, deepcopy_reduce_family, deepcopy_dict_subclasses,
+    deepcopy_dunder, deepcopy_state_methods, deepcopy_reduce_family, deepcopy_sets_and_reduce_ex,
+    deepcopy_dict_subclasses,
     deepcopy_with_memo, deepcopy_atomic, deepcopy_original_mutated_after, deepcopy_error,
     copy_from_copyreg, ids_as_keys, id_escapes,
 ]} | {"deepcopy_tree": (deepcopy_tree, make_tree)}

@@ -52,7 +52,8 @@ TORCH_COMPILE: dict[str, tuple[int, int]] = {
     "copy_dict_subclasses": (0, 2), "copy_counter": (1, 0), "copy_object_with_tensor": (1, 0),
     "deepcopy_user_object": (2, 0), "deepcopy_argument": (2, 0), "deepcopy_shared_and_cycles": (1, 0),
     "deepcopy_dataclass": (2, 0), "deepcopy_slots": (0, 1), "deepcopy_dunder": (1, 0),
-    "deepcopy_state_methods": (1, 0), "deepcopy_reduce_family": (1, 3), "deepcopy_dict_subclasses": (0, 1),
+    "deepcopy_state_methods": (1, 0), "deepcopy_reduce_family": (1, 3), "deepcopy_sets_and_reduce_ex": (1, 0),
+    "deepcopy_dict_subclasses": (0, 1),
     "deepcopy_with_memo": (2, 0), "deepcopy_atomic": (1, 0), "deepcopy_original_mutated_after": (2, 0),
     "deepcopy_error": (1, 0), "copy_from_copyreg": (1, 0), "ids_as_keys": (2, 0), "id_escapes": (0, 1),
     "deepcopy_tree": (2, 0),
@@ -581,6 +582,7 @@ def _reduce_objects():
     d.attr = [3]
     return [cp.P(), Plain(), cp.Slots(), cp.SlotsAndDict(),
             cp.WithState(), cp.WithNewArgs(5), cp.WithNewArgsEx(1, k=2), cp.WithReduce(3), d,
+            {1, 2}, frozenset({3}),
             cp.DC(), cp.Frozen(1, (2,)), collections.OrderedDict(a=1), collections.Counter("ab"),
             cp.WithTensor(), cp.tree()]
 

@@ -13,6 +13,7 @@ import torch
 
 from ..exc import observed, unsupported
 from ..guards.guard import GuardKind
+from ..polyfills import copy as poly_copy
 from .base import (
     MethodVariable,
     ValueMutationExisting,
@@ -129,6 +130,10 @@ class SetVariable(VariableTracker):
             return tx.make_iterator(self)
         if name in _SET_OPS and len(args) >= 1:
             return self.apply(tx, name, args)
+        if name == "__reduce_ex__" and len(args) == 1:  # (copy.deepcopy of a set)
+            return tx.inline_polyfill(poly_copy.object_reduce_ex, [self, args[0]])
+        if name == "__reduce__" and not args:
+            return tx.inline_polyfill(poly_copy.set_reduce, [self])
         raise unsupported("unsupported set method", f"set.{name}")
 
     def apply(self, tx, name: str, args: list, frozen: bool | None = None) -> VariableTracker:
