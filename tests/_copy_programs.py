@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import collections
 import copy
-import copyreg
 import dataclasses
 
 import torch

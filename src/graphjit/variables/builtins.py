@@ -19,7 +19,7 @@ import sys
 import types
 from typing import Any, Callable
 
-from ..exc import ObservedException, Unsupported, observed, unsupported
+from ..exc import ObservedException, observed, unsupported
 from ..guards.guard import GuardKind
 from ..polyfills import builtins as poly
 from ..polyfills import functools as poly_functools
