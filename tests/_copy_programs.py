@@ -389,11 +389,6 @@ def copy_from_copyreg(p, x):
     return x + 1, copy.copy(3 + 4j), copy.deepcopy([1j])
 
 
-def copyreg_registered(p, x):
-    q = copy.deepcopy(WithReduce([1]))
-    return x + 1, q
-
-
 # -- id() ---------------------------------------------------------------------------------
 
 def ids_as_keys(p, x):
