@@ -6,8 +6,13 @@ layers, hidden size 32, two heads, a 100-token vocabulary); nothing is downloade
 window of 4 over 8 tokens, so the window changes the result), Mixtral (four experts, two
 per token, run by transformers' eager expert loop: ``nonzero`` and a loop over the experts
 hit, real data-dependent breaks), T5 and Whisper (encoder-decoder, with
-``decoder_input_ids``), ViT, wav2vec2 and GPT-2 with ``use_cache=True`` (the returned
-``DynamicCache``'s keys and values are compared).  Attention is transformers' ``"eager"``
+``decoder_input_ids``; and again with ``use_cache=True``, as ``generate`` and training
+with labels call them: their decoders deep-copy the config to build the cache,
+``copy.deepcopy`` traced, issue 19 item 4), ViT, wav2vec2 and GPT-2 with ``use_cache=True``
+(the returned ``DynamicCache``'s keys and values are compared; an ``EncoderDecoderCache``'s
+self- and cross-attention caches both).  ``test_whisper_generate_style`` calls Whisper
+as ``generate`` does, with a cache object it made (an ``EncoderDecoderCache``, or a
+``DynamicCache`` the decoder turns into one): a prefill and two one-token steps.  Attention is transformers' ``"eager"``
 implementation, and ``"sdpa"`` as well with the counting backend; the runs not in
 ``FAST_RUNS`` are marked slow (``-m slow``).
 
@@ -52,6 +57,7 @@ from torch._dynamo.testing import CompileCounter as DynamoCounter  # noqa: E402
 
 import graphjit  # noqa: E402
 from _model_harness import Run, compile_and_call, where_broke  # noqa: E402
+from _shared import counting_backend  # noqa: E402
 
 BATCH, SEQ, VOCAB = 2, 8, 100
 TOL = dict(rtol=1e-4, atol=1e-5)
@@ -151,6 +157,20 @@ def _whisper(attn: str) -> Spec:
                 ("logits", "encoder_last_hidden_state"))
 
 
+def _t5_cache(attn: str) -> Spec:
+    spec = _t5(attn)
+    spec.model.config.use_cache = True
+    spec.kwargs["use_cache"] = True
+    return Spec(spec.model, spec.kwargs, (*spec.keys, "past_key_values"))
+
+
+def _whisper_cache(attn: str) -> Spec:
+    spec = _whisper(attn)
+    spec.model.config.use_cache = True
+    spec.kwargs["use_cache"] = True
+    return Spec(spec.model, spec.kwargs, (*spec.keys, "past_key_values"))
+
+
 def _vit(attn: str) -> Spec:
     cfg = transformers.ViTConfig(
         image_size=16, patch_size=4, num_channels=3, hidden_size=32, num_hidden_layers=2,
@@ -184,6 +204,7 @@ def _gpt2_cache(attn: str) -> Spec:
 MODELS: dict[str, Callable[[str], Spec]] = {
     "distilbert": _distilbert, "llama": _llama, "mistral": _mistral, "mixtral": _mixtral,
     "t5": _t5, "whisper": _whisper, "vit": _vit, "wav2vec2": _wav2vec2, "gpt2_cache": _gpt2_cache,
+    "t5_cache": _t5_cache, "whisper_cache": _whisper_cache,
 }
 
 #: torch.compile's (graphs, graph breaks) over the two calls, the same with either attention
@@ -205,7 +226,8 @@ RUNS = ([(name, "eager", "counter") for name in MODELS]
 #: attention on the counting backend; aot_eager on four of them; sdpa on the decoders
 #: (the causal and sliding-window sdpa masks; an encoder's sdpa call is BERT's)
 FAST_RUNS = ({(name, "eager", "counter") for name in MODELS}
-             | {(name, "eager", "aot_eager") for name in ("distilbert", "llama", "vit", "gpt2_cache")}
+             | {(name, "eager", "aot_eager") for name in ("distilbert", "llama", "vit", "gpt2_cache",
+                                                          "whisper_cache")}
              | {(name, "sdpa", "counter") for name in ("llama", "mistral", "gpt2_cache")})
 
 # --------------------------------------------------------------------------------------
@@ -248,9 +270,14 @@ def _tensors(out: Any, keys: tuple[str, ...]) -> dict[str, torch.Tensor]:
     for key in keys:
         value = out[key]
         if key == "past_key_values":
-            for i, layer in enumerate(value.layers):
-                found[f"{key}.layers[{i}].keys"] = layer.keys
-                found[f"{key}.layers[{i}].values"] = layer.values
+            caches = ({"self_attention_cache": value.self_attention_cache,
+                       "cross_attention_cache": value.cross_attention_cache}
+                      if hasattr(value, "self_attention_cache") else {"": value})
+            for part, cache in caches.items():
+                where = f"{key}.{part}" if part else key
+                for i, layer in enumerate(cache.layers):
+                    found[f"{where}.layers[{i}].keys"] = layer.keys
+                    found[f"{where}.layers[{i}].values"] = layer.values
         else:
             found[key] = value
     return found
@@ -322,13 +349,13 @@ def _print_table():
     yield
     if not ROWS:
         return
-    print(f"\n{'model':<11}{'attn':<6}{'backend':<10}{'graphjit g/b':>13}{'torch.compile g/b':>19}"
+    print(f"\n{'model':<14}{'attn':<6}{'backend':<10}{'graphjit g/b':>13}{'torch.compile g/b':>19}"
           f"  {'correct':<11}first break")
     reasons: dict[str, Counter] = {}
     for (name, attn, backend), row in ROWS.items():
         gj = row.get("graphjit", "-")
         dyn = row.get("dynamo", "-")
-        print(f"{name:<11}{attn:<6}{backend:<10}{gj:>13}{dyn:>19}  {row.get('correct', '-'):<11}"
+        print(f"{name:<14}{attn:<6}{backend:<10}{gj:>13}{dyn:>19}  {row.get('correct', '-'):<11}"
               f"{row.get('first', '')[:110]}")
         reasons.setdefault(name, Counter()).update(row.get("reasons", ()))
     print("\ndistinct graphjit break reasons per model (count over all its runs):")
@@ -435,3 +462,72 @@ def test_mixtral_breaks_explained():
     text = str(ex)
     assert "data-dependent operator: Tensor.nonzero" in text
     assert "data-dependent branch: bool() of tensor eq" in text
+
+
+# --------------------------------------------------------------------------------------
+# Whisper called as generate() calls it: a cache object made outside, a prefill and steps
+# --------------------------------------------------------------------------------------
+
+#: torch.compile's (graphs, breaks) over the three calls (the one-token steps recompile
+#: once for their shapes, then share an entry); test_whisper_generate_style_torch_compile
+#: (slow) measures them again
+GENERATE_TORCH_COMPILE = {"encoder_decoder_cache": (3, 0), "dynamic_cache": (3, 0)}
+
+
+def _generate_steps(model, kwargs: dict, call, cache_kind: str) -> list:
+    """A prefill with an empty cache ``generate`` would make (an ``EncoderDecoderCache``,
+    or a ``DynamicCache`` that Whisper's decoder turns into one, deep-copying its
+    config), then two greedy one-token steps on the returned cache; the logits and the
+    final cache's tensors."""
+    from transformers.cache_utils import DynamicCache, EncoderDecoderCache
+
+    config = model.config
+    cache = (EncoderDecoderCache(DynamicCache(config=config), DynamicCache(config=config))
+             if cache_kind == "encoder_decoder_cache" else DynamicCache())
+    outs = []
+    with torch.no_grad():
+        out = call(input_features=kwargs["input_features"], decoder_input_ids=kwargs["decoder_input_ids"],
+                   past_key_values=cache, use_cache=True)
+        outs.append(out.logits)
+        encoded = out.encoder_last_hidden_state
+        for _ in range(2):
+            token = out.logits[:, -1:].argmax(-1)
+            out = call(encoder_outputs=(encoded,), decoder_input_ids=token,
+                       past_key_values=out.past_key_values, use_cache=True)
+            outs.append(out.logits)
+    return outs + list(_tensors(out, ("past_key_values",)).values())
+
+
+@pytest.mark.parametrize("backend", ["counter", pytest.param("aot_eager", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("cache_kind", list(GENERATE_TORCH_COMPILE))
+def test_whisper_generate_style(cache_kind, backend):
+    """Eager's logits at every step and eager's cache; no graph break (Whisper's
+    ``copy.deepcopy(self.config)`` and ``get_text_config``'s are traced) and no more
+    graphs than torch.compile."""
+    spec = _whisper_cache("eager")
+    expected = _generate_steps(spec.model, spec.kwargs, spec.model, cache_kind)
+    graphjit.reset()
+    cnt, be = counting_backend(backend)
+    compiled = graphjit.compile(spec.model, backend=be)
+    got = _generate_steps(spec.model, spec.kwargs, compiled, cache_kind)
+    assert len(got) == len(expected)
+    for a, b in zip(got, expected):
+        torch.testing.assert_close(a, b, **TOL)
+    st = graphjit.stats()
+    graphs, breaks = GENERATE_TORCH_COMPILE[cache_kind]
+    assert st["graph_breaks"] == 0, [where_broke(r) for r in st["break_reasons"]]
+    assert cnt.frame_count <= graphs, cnt.frame_count
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cache_kind", list(GENERATE_TORCH_COMPILE))
+def test_whisper_generate_style_torch_compile(cache_kind):
+    spec = _whisper_cache("eager")
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    cnt = DynamoCounter()
+    _generate_steps(spec.model, spec.kwargs, torch.compile(spec.model, backend=cnt), cache_kind)
+    counters = torch._dynamo.utils.counters
+    breaks = sum(counters["graph_break"].values()) + counters["frames"]["total"] - counters["frames"]["ok"]
+    torch._dynamo.reset()
+    assert (cnt.frame_count, breaks) == GENERATE_TORCH_COMPILE[cache_kind]

@@ -763,8 +763,7 @@ CASES = [
     Case(bin_hex_oct_chr_ord, [(X,)]),
     Case(isinstance_issubclass, [(X,)]),
     Case(callable_len_any_all, [(X,)]),
-    _xfail(Case(id_identity, [(X, Y)]),
-           "Unsupported 'builtin on a tensor: id() with a tensor argument' under fullgraph"),
+    Case(id_identity, [(X, Y)]),
     Case(sorted_enumerate_reversed, [(X, Y)]),
     # string formatting
     Case(fstring_specs, [(X,)]),

@@ -169,19 +169,16 @@ def is_on_functions(x):
 
 
 IDENTITY = [
-    # id() of an argument guards its identity: a fresh tensor each call recompiles, as in torch.compile
-    case(id_seen_dedupe, [(X, Y)], 2, tc=(2, 0, True)),
-    case(id_alias_compare, [(X, Y)], tc=(0, 1, True),
-         xfail="Unsupported 'builtin on a tensor: id() with a tensor argument' for id(x.view(-1)), "
-               "a tensor the graph makes (it has no id until the graph runs)"),
-    case(id_keyed_cache, [(X, Y)], 2, tc=(2, 0, True)),
+    # ids used as keys compare by identity without guarding it (object_ids.py): a fresh
+    # tensor each call reuses the entry; torch.compile's id() guards it and recompiles
+    case(id_seen_dedupe, [(X, Y)], tc=(2, 0, True)),
+    case(id_alias_compare, [(X, Y)], tc=(0, 1, True)),
+    case(id_keyed_cache, [(X, Y)], tc=(2, 0, True)),
     case(is_on_tensors, [(X, Y)], tc=(1, 0, True)),
     case(is_inplace_returns_self, XY, tc=(1, 0, True)),
     case(is_on_aliased_args, [(X, X), (X, Y)], 2, tc=(2, 0, True)),
-    case(is_on_objects, XY, tc=(1, 0, True),
-         xfail="Unsupported 'unsupported builtin call: id(UserObjectVariable(Thing, new))'"),
-    case(is_on_containers_and_none, [(X,), (X, Y)], 2, tc=(2, 0, True),
-         xfail="Unsupported 'unsupported builtin call: id(ListVariable(...))'"),
+    case(is_on_objects, XY, tc=(1, 0, True)),
+    case(is_on_containers_and_none, [(X,), (X, Y)], 2, tc=(2, 0, True)),
     case(is_on_functions, XY, tc=(1, 0, True)),
 ]
 

@@ -130,7 +130,8 @@ def is_skipped_file(filename: str) -> bool:
 #: Standard-library modules whose Python code traced code inlines like user code (plain
 #: Python over objects graphjit models: context-manager helpers, dataclass helpers,
 #: ``Counter``'s methods), by file name or package/file
-INLINED_STDLIB = frozenset({"contextlib.py", "dataclasses.py", "collections/__init__.py", "functools.py"})
+INLINED_STDLIB = frozenset({"contextlib.py", "dataclasses.py", "collections/__init__.py", "functools.py",
+                            "copy.py", "copyreg.py", "typing.py"})
 
 
 def is_stdlib_file(filename: str) -> bool:

@@ -8,11 +8,15 @@ Objects made while tracing (``is_new``) are built once, into a temporary, so eve
 reference sees the same object, on every path out of the graph.  A new user object or
 cell is first *allocated* (``object.__new__(cls)``, ``types.CellType()``) and *filled*
 later by :meth:`PyCodegen.populate_pending` (its ``__dict__``, slot values, contents),
-after every object it may refer to exists: cycles work and identity is kept.
+after every object it may refer to exists: cycles work and identity is kept.  A new list
+or dict is built from its items in one go, unless it lies on a cycle of new containers
+(``a.append(a)``, a deep copy of such a structure): then it is allocated empty and
+filled (``extend``/``update``) like an object.
 """
 
 from __future__ import annotations
 
+import collections
 import types
 from typing import Any
 
@@ -22,13 +26,22 @@ from ..bytecode.instruction import Instruction, create_call, create_instruction
 from ..exc import unsupported
 from ..variables import (
     CellVariable,
+    DictVariable,
     LazyVariableTracker,
+    ListVariable,
     NestedUserFunctionVariable,
     UserObjectVariable,
     is_new,
 )
 from ..variables.cells import EMPTY
 from ..variables.dicts import DELETED
+
+
+def _fillable(var) -> bool:
+    """A new list or plain dict: made empty by its type and filled later if need be."""
+    return (type(var) is ListVariable or
+            (type(var) is DictVariable and var.python_type() in (dict, collections.OrderedDict)
+             and var.default_factory is None))
 
 
 class PyCodegen:
@@ -118,6 +131,11 @@ class PyCodegen:
                 self.load_const(types.CellType)
                 self.call(0)
                 self._pending.append(var)
+            elif _fillable(var) and self._on_cycle(var):
+                self.push_null()
+                self.load_const(var.python_type())
+                self.call(0)
+                self._pending.append(var)
             else:
                 if isinstance(var, NestedUserFunctionVariable):
                     for cell in var.closure:
@@ -133,9 +151,43 @@ class PyCodegen:
         while self._pending:
             self._populate(self._pending.pop(0))
 
+    def _on_cycle(self, var) -> bool:
+        """Does ``var`` reach itself through new trackers (a cycle to build in two steps)?"""
+        seen, todo = set(), list(var.children())
+        while todo:
+            item = todo.pop()
+            if item is var:
+                return True
+            if id(item) in seen or isinstance(item, LazyVariableTracker) or not is_new(item):
+                continue
+            seen.add(id(item))
+            todo.extend(item.children())
+        return False
+
     def _populate(self, var) -> None:
         """Fill one allocated new object or cell."""
         obj = self._temps[id(var)]
+        if isinstance(var, ListVariable):  # obj.extend([items])
+            items = [self.to_temp(item) for item in var.items]
+            self.load_fast(obj)
+            self.append(create_instruction("LOAD_METHOD", argval="extend"))
+            for item in items:
+                self.load_fast(item)
+            self.build(list, len(items))
+            self.call(1)
+            self.append_pop_top()
+            return
+        if isinstance(var, DictVariable):  # obj.update({k: v, ...})
+            pairs = [(k, self.to_temp(v)) for k, v in var.realize_items(None).items()]
+            self.load_fast(obj)
+            self.append(create_instruction("LOAD_METHOD", argval="update"))
+            for k, v in pairs:
+                self.emit_key(k)
+                self.load_fast(v)
+            self.build(dict, len(pairs))
+            self.call(1)
+            self.append_pop_top()
+            return
         if isinstance(var, CellVariable):
             contents = var.peek()
             if contents is not None and contents is not EMPTY:

@@ -43,6 +43,9 @@ from ..variables.base import VariableTracker, in_body, outer_write_allowed
 from ..variables.cells import EMPTY
 from ..variables.dicts import DELETED
 
+_NONE = object()
+
+
 @dataclasses.dataclass(eq=False)
 class Entry:
     """One logged mutation: ``kind`` of ``target`` at ``key`` with ``value``."""
@@ -61,6 +64,7 @@ class SideEffects:
 
     def __init__(self) -> None:
         self._by_id: dict[int, tuple[Any, VariableTracker]] = {}
+        self._by_var: dict[int, Any] = {}  # id(tracker) -> its object (the map reversed)
         self.log: list[Entry] = []
         self._lists: dict[int, Entry] = {}  # one entry per list: its ops, or a rebuild
         self.pending_class_attrs: dict[type, dict[str, Any]] = {}
@@ -74,6 +78,14 @@ class SideEffects:
     # -- identity map ---------------------------------------------------------------------
     def register_existing(self, value: Any, var: VariableTracker) -> None:
         self._by_id[id(value)] = (value, var)
+        self._by_var[id(var)] = value
+
+    def existing_value(self, var: VariableTracker) -> tuple | None:
+        """``(object,)`` for the tracker of a pre-existing object, else ``None``."""
+        value = self._by_var.get(id(var), _NONE)
+        if value is _NONE or self.known_tracker(value) is not var:
+            return None
+        return (value,)
 
     def known_tracker(self, value: Any) -> VariableTracker | None:
         entry = self._by_id.get(id(value))

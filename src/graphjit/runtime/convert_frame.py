@@ -44,6 +44,7 @@ from ..guards.guard import GuardKind, snapshot_global_state
 from ..sources import AttrSource, ChainedSource, GetItemSource, ObjectKey, module_attr_source
 from ..variables.constant import is_constant_value
 from ..variables.nn_module import forward_reads
+from ..variables.object_ids import add_identity_guards
 from ..tracer.translator import InstructionTranslator, Speculation
 from . import stats
 from .mode_state import preserved_modes, restoring_modes
@@ -278,6 +279,7 @@ def _entry_guard(fn, output: OutputGraph, global_state, hooks: Hooks, closure_ar
     add_leaf_module_guards(output, tensors=not eager)
     add_no_aliasing_guards(output)
     add_key_identity_guards(output)
+    add_identity_guards(output)  # ids used as keys (copy.deepcopy's memo)
     shape_guards = (shape_guard_texts(output.shape_env, output.symbolic_inputs, output.input_contexts)
                     if output.symbolic_inputs else None)
     guard = build_guard_function(needed_guards(output), fn.__code__, fn, global_state,

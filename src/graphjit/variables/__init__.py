@@ -1,13 +1,15 @@
 """VariableTrackers: the symbolic values of the translator (see ``base``).
 
 Modules, in layer order (each imports only those before it): ``base`` (tracker base,
-mutation types, lazy trackers, the builder registry) → ``constant`` → ``sym_node`` (symbolic numbers) → ``tensor`` →
+mutation types, lazy trackers, the builder registry) → ``constant`` → ``object_ids`` (``id()``) →
+``sym_node`` (symbolic numbers) → ``tensor`` →
 ``sequences``, ``dicts``, ``sets``, ``iterators`` (containers) → ``random_values`` → ``cells`` → ``functions``
 → ``exceptions`` → ``object_protocol``, ``instance_attrs``, ``dict_objects``, ``objects``,
 ``nn_module`` (Python objects) →
-``operators``, ``grad_mode``, ``builtins``, ``torch_function``, ``checkpoint``, ``functional_call`` →
-the ``hops`` package (higher-order operators: control flow and torch.func) → ``builder`` (how callables
-are modelled).  Importing this package imports them all, which registers every builder.
+``operators``, ``grad_mode``, ``builtins``, ``torch_function``, ``checkpoint``, ``copying``
+(``copy.copy``/``deepcopy``), ``functional_call`` → the ``hops`` package (higher-order operators:
+control flow and torch.func) → ``builder`` (how callables are modelled).  Importing this package
+imports them all, which registers every builder.
 """
 
 from .base import (
@@ -47,6 +49,7 @@ from .builtins import BuiltinVariable
 from . import library  # noqa: F401  (registers inspect.signature and its values)
 from .torch_function import TorchFunctionVariable
 from .checkpoint import CheckpointVariable
+from . import copying  # noqa: F401  (registers copy.copy/deepcopy and the C methods they reach)
 from . import functional_call  # noqa: F401  (registers torch.func.functional_call)
 from . import hops  # noqa: F401  (registers the higher-order operators)
 from . import builder  # noqa: F401  (registers the callable builders)

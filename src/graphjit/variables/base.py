@@ -24,6 +24,7 @@ Contract:
 
 from __future__ import annotations
 
+import reprlib
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..bytecode.instruction import create_instruction
@@ -318,6 +319,7 @@ class VariableTracker(metaclass=TrackerMeta):
                               f"{self!r} has no source and cannot be rebuilt") from None
         cg.load_const(value)
 
+    @reprlib.recursive_repr("<...>")  # a container holding itself
     def __repr__(self) -> str:
         src = f", source={self.source.display()}" if self.source is not None else ""
         return f"{type(self).__name__}({self._repr_body()}{src})"

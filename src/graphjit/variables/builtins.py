@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import builtins
 import collections
-import copy
 import functools
 import itertools
 import operator
@@ -20,12 +19,12 @@ import sys
 import types
 from typing import Any, Callable
 
-from ..exc import ObservedException, Unsupported, observed, unsupported
+from ..exc import ObservedException, observed, unsupported
 from ..guards.guard import GuardKind
 from ..polyfills import builtins as poly
 from ..polyfills import functools as poly_functools
 from . import object_protocol as proto
-from .base import VariableTracker, call_python, check_constant_args, register_builder_by_id
+from .base import VariableTracker, call_python, check_constant_args
 from .constant import ConstantVariable
 from .dicts import DictVariable, DictViewVariable, items_of
 from .exceptions import ExceptionVariable
@@ -43,6 +42,7 @@ from .iterators import (
     stop_iteration,
 )
 from .instance_attrs import InstanceAttrsMixin
+from .object_ids import object_id
 from .objects import ClassVariable, SuperVariable, UserObjectVariable, new_object
 from .operators import binary_op, contains, unary_op
 from .random_values import PrologueValueVariable, derived_value
@@ -236,17 +236,11 @@ class TracebackVariable(VariableTracker):
 
 @register(id, pure=False)
 def _id(tx, args, kwargs):
-    """``id(obj)`` of an object that existed before the call (read through a source): its
-    id, with the object's identity guarded (another object recompiles).  An object made in
-    the trace has no id until it runs: a graph break."""
-    if len(args) != 1 or kwargs or args[0].source is None:
+    """``id(obj)``: an identity compared without guards (``object_ids``); its number, where
+    read, is a pre-existing object's id with the object's identity guarded."""
+    if len(args) != 1 or kwargs:
         return None
-    var = args[0]
-    real = tx.output.real_tensor(var.node) if var.is_tensor() else var.identity()
-    if real is None or real is var:
-        return None
-    tx.output.add_guard(var.source, GuardKind.ID_MATCH, real)
-    return ConstantVariable(id(real))
+    return object_id(tx, args[0])
 
 
 @register(vars, pure=False)
@@ -542,26 +536,6 @@ def _partial(tx, args, kwargs):
     if isinstance(func, PartialVariable) and func.source is None:
         return PartialVariable(func.func, [*func.args, *rest], {**func.keywords, **kwargs})
     return PartialVariable(func, rest, dict(kwargs))
-
-
-@register(copy.deepcopy, copy.copy, pure=False)
-def _copy_constant(tx, args, kwargs):
-    """``copy.deepcopy``/``copy.copy`` of an immutable constant is the value itself (what
-    ``dataclasses.asdict`` does to each field); anything else runs in Python."""
-    if len(args) == 1 and not kwargs and args[0].is_python_constant():
-        try:
-            value = args[0].as_python_constant()
-        except Unsupported:
-            return None
-        if type(value) in (type(None), bool, int, float, complex, str, bytes) or (
-                type(value) is tuple and all(type(v) in (int, float, str, bool, type(None)) for v in value)):
-            return args[0]
-    return None
-
-
-@register_builder_by_id(copy.deepcopy, copy.copy)
-def _build_copy_function(tx, value, source):
-    return build_builtin(tx, value, source)
 
 
 @register(functools.reduce, pure=False)

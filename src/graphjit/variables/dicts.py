@@ -38,6 +38,7 @@ from .base import (
     register_builder,
 )
 from .constant import ConstantVariable
+from .object_ids import IdentityKey, ObjectIdVariable
 from .sequences import ListVariable, TupleVariable
 
 #: keys a source writes as a literal (others, a tensor's, are referred to by identity)
@@ -106,6 +107,9 @@ class GraphTensorKey:
 
 def guard_key(tx, key: Any) -> None:
     """A tensor key of a pre-existing dict: the real key must be this very tensor."""
+    if isinstance(key, IdentityKey):
+        raise unsupported("id() as a key of a dict or set that existed before the call", "d[id(obj)]",
+                          "The trace compares ids by identity; the real container holds numbers.")
     if isinstance(key, torch.Tensor):
         var = tx.output.key_trackers[id(key)]
         tx.output.add_guard(var.source, GuardKind.ID_MATCH, key)
@@ -114,7 +118,7 @@ def guard_key(tx, key: Any) -> None:
 def key_var(tx, key: Any) -> VariableTracker:
     """The tracker of a key: a tensor key is the tracker it was read as (so that ``is``
     holds), anything else a constant."""
-    if isinstance(key, (torch.Tensor, GraphTensorKey, FrozenDataclassKey)):
+    if isinstance(key, (torch.Tensor, GraphTensorKey, FrozenDataclassKey, IdentityKey)):
         known = tx.output.key_trackers.get(id(key))
         if known is None:
             raise unsupported("tensor key of a pre-existing dict", f"<{type(key).__name__}>",
@@ -129,7 +133,9 @@ def key_of(var: VariableTracker, tx=None) -> Any:
     identity is guarded only where it meets a dict that existed before the call (an
     optimizer's ``state``: :func:`guard_key`), so a set or dict the trace makes of the
     call's tensors serves every call (identities among them are the inputs' aliasing,
-    itself guarded)."""
+    itself guarded).  An ``id()`` is an :class:`~.object_ids.IdentityKey`."""
+    if isinstance(var, ObjectIdVariable):
+        return var.dict_key()
     ptype = var.python_type() if not var.is_tensor() else None
     if ptype in (list, dict, set) or isinstance(var, (ListVariable, DictVariable)):
         name = ptype.__name__ if ptype else type(var).__name__
@@ -528,6 +534,17 @@ _DICT_METHODS = {
     "items": DictVariable._view("items"), "__iter__": DictVariable._iter, "__eq__": DictVariable._eq,
     "move_to_end": DictVariable._move_to_end,
 }
+
+
+def register_dict_method(name: str):
+    """Register ``method(dict_var, tx, *args, **kwargs)`` as dict's own method ``name``."""
+
+    def deco(method):
+        assert name not in _DICT_METHODS, f"double registration of dict.{name}"
+        _DICT_METHODS[name] = method
+        return method
+
+    return deco
 
 
 def items_of(tx, other: VariableTracker) -> list[tuple[Any, VariableTracker]]:

@@ -131,6 +131,18 @@ _OBJECT_METHODS = {
 }
 
 
+def register_object_method(name: str):
+    """Register ``handler(tx, obj, *args, **kwargs)`` as ``object``'s C method ``name`` on
+    instances of Python classes (used where the class does not override it)."""
+
+    def deco(handler):
+        assert name not in _OBJECT_METHODS, f"double registration of object.{name}"
+        _OBJECT_METHODS[name] = handler
+        return handler
+
+    return deco
+
+
 def new_object(tx, cls: type) -> UserObjectVariable:
     """``object.__new__(cls)`` while tracing."""
     if not can_make(cls):
@@ -547,4 +559,5 @@ def enter_context(tx, ctx: VariableTracker) -> tuple[VariableTracker, VariableTr
 
 
 __all__ = ["UserObjectVariable", "InstanceDictVariable", "ClassVariable", "SuperVariable",
-           "PythonModuleVariable", "MethodVariable", "new_object", "instantiate", "enter_context"]
+           "PythonModuleVariable", "MethodVariable", "new_object", "instantiate", "enter_context",
+           "register_object_method"]

@@ -23,6 +23,7 @@ from . import object_protocol as proto
 from .base import VariableTracker, call_python
 from .constant import ConstantVariable
 from .dicts import DictVariable, DictViewVariable, MISSING
+from .object_ids import ObjectIdVariable
 from .objects import UserObjectVariable
 from .random_values import PrologueValueVariable, derived_value
 from .sequences import BaseSequenceVariable, ListVariable, TupleVariable
@@ -73,6 +74,9 @@ def binary_op(tx, op: Callable, left: VariableTracker, right: VariableTracker) -
         return _object_op(tx, op, left, right)
     if isinstance(left, PrologueValueVariable) or isinstance(right, PrologueValueVariable):
         return derived_value(tx, _INPLACE_TO_PLAIN.get(op, op), [left, right])
+    if op in (operator.eq, operator.ne) and isinstance(left, ObjectIdVariable) and isinstance(right, ObjectIdVariable):
+        same = left.dict_key() is right.dict_key()  # ids: the same object? (identities guarded)
+        return ConstantVariable(same if op is operator.eq else not same)
     if isinstance(left, (BaseSequenceVariable, DictVariable, SetVariable, DictViewVariable)) or \
             isinstance(right, (BaseSequenceVariable, DictVariable, SetVariable, DictViewVariable)):
         return _container_op(tx, op, left, right)

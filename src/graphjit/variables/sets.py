@@ -13,6 +13,7 @@ import torch
 
 from ..exc import observed, unsupported
 from ..guards.guard import GuardKind
+from ..polyfills import copy as poly_copy
 from .base import (
     check_mutable,
     MethodVariable,
@@ -24,6 +25,7 @@ from .base import (
 )
 from .constant import ConstantVariable, is_constant_value
 from .dicts import DictViewVariable, FrozenDataclassKey, GraphTensorKey, key_of, key_var
+from .object_ids import IdentityKey
 
 
 class SetVariable(VariableTracker):
@@ -62,7 +64,16 @@ class SetVariable(VariableTracker):
         return ("recipe", tuple(self.recipe))
 
     def unpack(self, tx) -> list[VariableTracker]:
-        return [key_var(tx, k) for k in self.keys]
+        return [key_var(tx, k) for k in self._iteration_order()]
+
+    def _iteration_order(self):
+        """The keys in iteration order: CPython's, unless ids are among them (their order
+        is the objects' addresses, known only when the code runs)."""
+        if any(isinstance(k, IdentityKey) for k in self.keys):
+            raise unsupported("iteration over a set of id()s", "for ... in <a set holding ids>",
+                              "A set of ids iterates in the order of the objects' addresses, "
+                              "known only when the code runs.")
+        return self.keys
 
     def truthiness(self, tx) -> bool:
         return bool(self.keys)
@@ -107,7 +118,7 @@ class SetVariable(VariableTracker):
         if name == "pop" and not args:
             if not self.keys:
                 raise observed(KeyError, "pop from an empty set")
-            key = next(iter(self.keys))
+            key = next(iter(self._iteration_order()))
             var = key_var(tx, key)
             self.call_method(tx, "discard", [var], {})
             return var
@@ -121,6 +132,10 @@ class SetVariable(VariableTracker):
             return tx.make_iterator(self)
         if name in _SET_OPS and len(args) >= 1:
             return self.apply(tx, name, args)
+        if name == "__reduce_ex__" and len(args) == 1:  # (copy.deepcopy of a set)
+            return tx.inline_polyfill(poly_copy.object_reduce_ex, [self, args[0]])
+        if name == "__reduce__" and not args:
+            return tx.inline_polyfill(poly_copy.set_reduce, [self])
         raise unsupported("unsupported set method", f"set.{name}")
 
     def apply(self, tx, name: str, args: list, frozen: bool | None = None) -> VariableTracker:
@@ -187,7 +202,7 @@ class _Slot:
 def _with_slots(obj, slots: list):
     """``obj`` (a recipe) with each tensor replaced by a :class:`_Slot` (appended to
     ``slots``)."""
-    if isinstance(obj, (torch.Tensor, GraphTensorKey, FrozenDataclassKey)):
+    if isinstance(obj, (torch.Tensor, GraphTensorKey, FrozenDataclassKey, IdentityKey)):
         for i, t in enumerate(slots):
             if t is obj:
                 return _Slot(i)
