@@ -92,6 +92,8 @@ class CompileSession:
                 self.hooks.shapes.for_code(fn).make_modules_generic()
                 nd = self._nested[fn] = NestedDispatcher(fn, self)
             return nd
+        if isinstance(fn, torch.jit.ScriptModule):
+            return fn  # TorchScript: nothing to compile, it runs as it is
         cf = self._wrapped.get(fn)
         if cf is None:
             if isinstance(fn, torch.nn.Module):
