@@ -58,6 +58,7 @@ from ..variables import (
 from ..variables.base import builder_for
 from ..variables.constant import is_constant_value
 from ..variables.dicts import GlobalsDictVariable
+from ..variables.numpy_values import graph_constant
 from ..variables.random_values import Prologue, PrologueValueVariable, lift_to_graph
 from ..variables.sym_node import SymNodeVariable, as_known, is_symbolic
 from .shapes import (
@@ -576,7 +577,7 @@ def _to_node_arg(var: VariableTracker):
     if isinstance(var, SliceVariable):
         return slice(*(_to_node_arg(p) for p in var.parts))
     if isinstance(var, ConstantVariable):
-        return var.value
+        return graph_constant(var.value)  # (numpy scalars as Python numbers)
     if var.is_python_constant():
-        return var.as_python_constant()
+        return graph_constant(var.as_python_constant())
     raise unsupported("unsupported argument to a tensor operation", repr(var))

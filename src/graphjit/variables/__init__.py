@@ -4,7 +4,8 @@ Modules, in layer order (each imports only those before it): ``base`` (tracker b
 mutation types, lazy trackers, the builder registry) → ``constant`` → ``sym_node`` (symbolic numbers) → ``tensor`` →
 ``sequences``, ``dicts``, ``sets``, ``iterators`` (containers) → ``random_values`` → ``cells`` → ``functions``
 → ``exceptions`` → ``object_protocol``, ``instance_attrs``, ``dict_objects``, ``objects``,
-``nn_module``, ``torchscript`` (Python objects; TorchScript's opaque ones) →
+``nn_module``, ``torchscript``, ``numpy_values`` (Python objects; TorchScript's opaque
+ones; numpy folded on constants) →
 ``operators``, ``grad_mode``, ``builtins``, ``torch_function``, ``checkpoint`` → ``builder`` (how callables
 are modelled).  Importing this package imports them all, which registers every builder.
 """
@@ -41,6 +42,7 @@ from .exceptions import ExceptionVariable
 from .objects import ClassVariable, InstanceDictVariable, PythonModuleVariable, SuperVariable, UserObjectVariable
 from .nn_module import NNModuleVariable
 from .torchscript import ScriptFunctionVariable, ScriptModuleVariable
+from .numpy_values import NumpyFunctionVariable, NumpyValueVariable
 from .grad_mode import (GradModeExit, GradModeVariable, InferenceModeExitVariable,
                         InferenceModeVariable, WithExitVariable)
 from .builtins import BuiltinVariable
