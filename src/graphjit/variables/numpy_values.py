@@ -23,8 +23,9 @@ Contract:
   object changes, one tracker per object).  One that escapes (returned, stored, live at a
   break) is rebuilt as a copy of its final value, once per call, each escaping object
   once; a *view* of an array the program holds cannot escape (its aliasing would be lost:
-  a break).  A tensor made from one (``torch.tensor(a)``, ``torch.from_numpy(a)``) is a
-  copy of the constant made when the graph runs, sharing no memory with the array.
+  a break).  ``torch.tensor(a)`` of one is a constant of the graph copied when the graph
+  runs; ``torch.from_numpy(a)`` and ``torch.as_tensor(a)`` (memory shared with the array)
+  are breaks.
 * Where a numpy value meets a tensor operation, a numpy scalar is passed as the Python
   number it holds (torch treats both alike, :func:`graph_constant`); ``np.bool_`` (torch
   promotes it differently) and arrays there are breaks.  numpy's warnings (a division by
@@ -38,6 +39,7 @@ import types
 from typing import Any
 
 import numpy as np
+import torch
 
 from ..exc import ObservedException, unsupported
 from ..guards.guard import GuardKind
@@ -172,6 +174,8 @@ class NumpyValueVariable(VariableTracker):
     def var_getattr(self, tx, name: str) -> VariableTracker:
         if name in _OPAQUE_METHODS:
             raise unsupported("ndarray attribute with effects outside the value", f"ndarray.{name}")
+        if callable(getattr(type(self.value), name, None)):  # a method: values read when called
+            return MethodVariable(self, name)
         attr = _call(tx, "getattr", getattr, self.folded(), name)
         if callable(attr) and not isinstance(attr, (type, *_VALUE_TYPES)):
             return MethodVariable(self, name)
@@ -232,6 +236,11 @@ class ExistingNdarrayVariable(NumpyValueVariable):
 
     def identity(self) -> Any:
         return self
+
+    def is_python_constant(self) -> bool:
+        # folded like any numpy value: where its values cannot be (an argument, too
+        # large), ``as_python_constant`` raises the break that says why
+        return True
 
     def folded(self) -> np.ndarray:
         if self._snapshot is None:
@@ -368,6 +377,31 @@ def _build_numpy_value(tx, value, source):
     return NumpyValueVariable(value, source=source)
 
 
+def constant_tensor(tx, var: VariableTracker, fn: Any) -> VariableTracker | None:
+    """``torch.tensor(a)`` of a numpy value made in the trace (and ``torch.as_tensor`` of a
+    numpy scalar): a constant of the graph, copied when the graph runs (so an in-place op
+    on the result changes nothing the next call sees); ``None`` when this does not apply.
+    ``torch.from_numpy``/``torch.as_tensor`` of such an array share its memory: a break."""
+    if not isinstance(var, NumpyValueVariable) or var.source is not None:
+        return None
+    value = var.folded()
+    if not isinstance(value, (np.ndarray, np.generic)) or value.dtype.hasobject or \
+            (fn is torch.from_numpy and not isinstance(value, np.ndarray)):
+        return None
+    if isinstance(value, np.ndarray) and fn is not torch.tensor:
+        raise unsupported("tensor sharing memory with a numpy array made in the compiled region",
+                          f"{_qualname(fn)}({var._repr_body()})",
+                          "The tensor and the array would share memory, which a graph constant cannot "
+                          "do; the call runs in Python (the array is passed to it).",
+                          ["torch.tensor(a) copies the array: it is folded into the graph."])
+    try:
+        tensor = torch.from_numpy(np.array(value, copy=True))
+    except TypeError:  # a dtype torch has no tensor of: eager raises it at the call
+        return None
+    const = tx.output.get_attr_tensor(tensor, "np_constant", None)
+    return tx.output.call(tx, "call_method", "clone", [const], {})
+
+
 # -- helpers ----------------------------------------------------------------------------
 
 def wrap(tx, value: Any, inputs: list | None = None) -> VariableTracker:
@@ -468,5 +502,5 @@ def _call(tx, what: str, fn, *args, **kwargs) -> Any:
         raise ObservedException(e.with_traceback(None)) from None
 
 
-__all__ = ["NumpyValueVariable", "ExistingNdarrayVariable", "NumpyFunctionVariable", "graph_constant",
+__all__ = ["NumpyValueVariable", "constant_tensor", "ExistingNdarrayVariable", "NumpyFunctionVariable", "graph_constant",
            "is_numpy_value", "NdarrayContents", "NdarrayMetadata", "ndarray_contents", "ndarray_metadata"]
