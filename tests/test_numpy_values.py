@@ -202,17 +202,29 @@ def test_swin_like_input_size_error_is_eagers():
     assert _counts(_swin(), torch.randn(2, 3, 13, 20)) == (0, 0)
 
 
-def test_real_swin_unetr():
-    """monai's SwinUNETR (when monai and einops are installed; not a dependency)."""
-    nets = pytest.importorskip("monai.networks.nets")
+def _real_swin_unetr():
+    nets = pytest.importorskip("monai.networks.nets")  # not a dependency: run where installed
     pytest.importorskip("einops")
     torch.manual_seed(0)
     model = nets.SwinUNETR(in_channels=1, out_channels=2, feature_size=12, spatial_dims=2,
                            depths=(1, 1, 1, 1), num_heads=(1, 1, 1, 1)).eval()
     x = torch.randn(1, 1, 64, 64)
     with torch.no_grad():
-        model(x)  # einops fills its backend cache on the first eager call (as before torch.compile)
+        model(x)  # einops fills its backend cache on the first eager call
+    return model, x
+
+
+def test_real_swin_unetr():
+    """monai's SwinUNETR: one graph (a 3D one too: measured, see docs/architecture.md)."""
+    model, x = _real_swin_unetr()
+    with torch.no_grad():
         assert _counts(model, x, fullgraph=True, calls=1) == (1, 0)
+
+
+@pytest.mark.slow
+def test_real_swin_unetr_torch_compile():
+    model, x = _real_swin_unetr()
+    with torch.no_grad():
         assert dynamo_counts(model, x) == (2, 1)
 
 
