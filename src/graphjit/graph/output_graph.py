@@ -459,26 +459,8 @@ class OutputGraph:
         if is_symbolic(example):
             return SymNodeVariable(node, example)
         example = as_known(example)
-        if isinstance(example, (tuple, list)) and any(isinstance(e, torch.Tensor) or is_symbolic(e)
-                                                      for e in example):
-            node.meta["example_value"] = example
-            items = []
-            for i, e in enumerate(example):
-                if isinstance(e, torch.Tensor):
-                    item = self.graph.create_node("call_function", operator.getitem, (node, i))
-                    item.meta["example_value"] = e
-                    items.append(TensorVariable(item, e))
-                elif is_symbolic(e):
-                    item = self.graph.create_node("call_function", operator.getitem, (node, i))
-                    items.append(SymNodeVariable(item, e))
-                elif is_constant_value(e := as_known(e)):
-                    items.append(ConstantVariable(e))
-                else:
-                    raise unsupported("unsupported operator output", f"{type(e).__name__} item")
-            if isinstance(example, list):
-                return ListVariable(items)
-            named = type(example) if type(example) is not tuple else None
-            return TupleVariable(items, namedtuple_cls=named)
+        if isinstance(example, (tuple, list)) and _holds_graph_values(example):
+            return self._wrap_items(node, example)
         mutating = isinstance(target, str) and target.endswith("_") or op == "call_module"
         if example is None:
             return ConstantVariable(None)
@@ -488,6 +470,31 @@ class OutputGraph:
             return ConstantVariable(example)
         raise unsupported("unsupported operator output",
                           f"{_target_name(op, target)} returned {type(example).__name__}")
+
+    def _wrap_items(self, node: torch.fx.Node, example: tuple | list) -> VariableTracker:
+        """A tuple or list result: its tensors and symbolic numbers as ``getitem`` nodes,
+        nested tuples and lists too (an LSTM's ``(out, (h, c))``)."""
+        node.meta["example_value"] = example
+        items = []
+        for i, e in enumerate(example):
+            if isinstance(e, torch.Tensor):
+                item = self.graph.create_node("call_function", operator.getitem, (node, i))
+                item.meta["example_value"] = e
+                items.append(TensorVariable(item, e))
+            elif is_symbolic(e):
+                item = self.graph.create_node("call_function", operator.getitem, (node, i))
+                items.append(SymNodeVariable(item, e))
+            elif type(e) in (tuple, list) and _holds_graph_values(e):
+                items.append(self._wrap_items(self.graph.create_node("call_function", operator.getitem,
+                                                                     (node, i)), e))
+            elif is_constant_value(e := as_known(e)):
+                items.append(ConstantVariable(e))
+            else:
+                raise unsupported("unsupported operator output", f"{type(e).__name__} item")
+        if isinstance(example, list):
+            return ListVariable(items)
+        named = type(example) if type(example) is not tuple else None
+        return TupleVariable(items, namedtuple_cls=named)
 
     def prune_unused_sizes(self, keep: list[torch.fx.Node]) -> None:
         """Remove nodes that compute sizes or symbolic numbers nothing uses (a size read
@@ -527,6 +534,12 @@ class OutputGraph:
         return sum(1 for n in self.graph.nodes
                    if n.op in ("call_function", "call_method", "call_module")
                    and n.target is not torch._C._set_grad_enabled)
+
+
+def _holds_graph_values(example) -> bool:
+    """A tensor or symbolic number among the items (of nested tuples and lists too)."""
+    return any(isinstance(e, torch.Tensor) or is_symbolic(e) or
+               (type(e) in (tuple, list) and _holds_graph_values(e)) for e in example)
 
 
 def _is_size_value(value) -> bool:
