@@ -38,8 +38,10 @@ from torch._subclasses.fake_tensor import (
     DataDependentOutputException,
     DynamicOutputShapeException,
     FakeCopyMode,
+    FakeTensor,
     FakeTensorMode,
 )
+from torch._subclasses.functional_tensor import FunctionalTensor
 
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode, compute_unbacked_bindings
 
@@ -383,10 +385,11 @@ class OutputGraph:
         fake_args = torch.fx.node.map_arg(node_args[1:], _example)
         fake_kwargs = torch.fx.node.map_arg(node_kwargs, _example)
         fake = self.fake_module(target)
-        example = self._run_fake("call_function", _leaf_forward, (fake, *fake_args), fake_kwargs)
-        node = self.graph.create_node("call_function", _leaf_forward, node_args, node_kwargs)
+        forward = _rnn_leaf_forward if isinstance(module, torch.nn.RNNBase) else _leaf_forward
+        example = self._run_fake("call_function", forward, (fake, *fake_args), fake_kwargs)
+        node = self.graph.create_node("call_function", forward, node_args, node_kwargs)
         node.meta["stack"] = tx.user_stack_summary()
-        return self.wrap_result(node, example, "call_function", _leaf_forward)
+        return self.wrap_result(node, example, "call_function", forward)
 
     def fake_module(self, target: str) -> torch.nn.Module:
         """The registered module ``target``, to run on fake inputs.  A module with buffers
@@ -558,12 +561,32 @@ def _leaf_forward(module, *args, **kwargs):
 _leaf_forward.__module__ = "graphjit_runtime"  # written into graph code as a global
 
 
+def _rnn_leaf_forward(module, *args, **kwargs):
+    """An RNN module's class ``forward`` (graph target).  Traced by a compiling backend
+    (fake or functional inputs), it runs with oneDNN off: AOTAutograd's trace of the
+    oneDNN LSTM kernel (``mkldnn_rnn_layer``) saves an undefined workspace that its runtime
+    rejects (``torch.compile`` with ``allow_rnn`` fails the same way), the native kernels
+    trace cleanly.  Run on real tensors, the module's kernels are eager's."""
+    first = args[0] if args else None
+    if isinstance(first, (FakeTensor, FunctionalTensor)) and torch._C._get_mkldnn_enabled():
+        torch._C._set_mkldnn_enabled(False)
+        try:
+            return type(module).forward(module, *args, **kwargs)
+        finally:
+            torch._C._set_mkldnn_enabled(True)
+    return type(module).forward(module, *args, **kwargs)
+
+
+_rnn_leaf_forward.__module__ = "graphjit_runtime"
+
+
 def called_leaf_module(gm: torch.fx.GraphModule, node: torch.fx.Node) -> torch.nn.Module | None:
     """The leaf module ``node`` of ``gm`` calls (a ``call_module`` node, or the call of a
     module's ``forward`` that graphjit emits for leaves), else ``None``."""
     if node.op == "call_module":
         return gm.get_submodule(node.target)
-    if node.op == "call_function" and node.target is _leaf_forward and node.args[0].op == "get_attr":
+    if node.op == "call_function" and node.target in (_leaf_forward, _rnn_leaf_forward) and \
+            node.args[0].op == "get_attr":
         return gm.get_submodule(node.args[0].target)
     return None
 
