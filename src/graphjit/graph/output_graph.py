@@ -60,6 +60,7 @@ from ..variables import (
 from ..variables.base import builder_for
 from ..variables.constant import is_constant_value
 from ..variables.dicts import GlobalsDictVariable
+from ..variables.generators import TorchGeneratorVariable
 from ..variables.numpy_values import graph_constant
 from ..variables.random_values import Prologue, PrologueValueVariable, lift_to_graph
 from ..variables.sym_node import SymNodeVariable, as_known, is_symbolic
@@ -294,7 +295,8 @@ class OutputGraph:
         return node
 
     def add_attr(self, value: Any, hint: str) -> str:
-        """Register a parameter, buffer, constant tensor or module on the root; its name."""
+        """Register a parameter, buffer, constant tensor, module or opaque object (a
+        ``torch.Generator``) on the root; its name."""
         known = self._attrs_by_id.get(id(value))
         if known is not None:
             return known[0]
@@ -308,8 +310,10 @@ class OutputGraph:
             self._alias_module_tensors(name, value)
         elif isinstance(value, torch.nn.Parameter):
             self.root.register_parameter(name, value)
-        else:
+        elif isinstance(value, torch.Tensor):
             self.root.register_buffer(name, value)
+        else:  # an opaque object an op takes (a torch.Generator)
+            setattr(self.root, name, value)
         self._attrs_by_id[id(value)] = (name, value)
         return name
 
@@ -607,6 +611,8 @@ def _to_node_arg(var: VariableTracker):
     """A tracker as an fx argument: nodes for tensors, values for constants."""
     if isinstance(var, (TensorVariable, SymNodeVariable)):
         return var.node
+    if isinstance(var, TorchGeneratorVariable):
+        return var.graph_node()
     if isinstance(var, (TupleVariable, ListVariable)):
         items = [_to_node_arg(v) for v in var.items]
         return items if isinstance(var, ListVariable) else tuple(items)

@@ -5,7 +5,7 @@ mutation types, lazy trackers, the builder registry) → ``constant`` → ``sym_
 ``sequences``, ``dicts``, ``sets``, ``iterators`` (containers) → ``random_values`` → ``cells`` → ``functions``
 → ``exceptions`` → ``object_protocol``, ``instance_attrs``, ``dict_objects``, ``objects``,
 ``nn_module``, ``torchscript``, ``numpy_values`` (Python objects; TorchScript's opaque
-ones; numpy folded on constants) →
+ones; numpy folded on constants), ``generators`` →
 ``operators``, ``grad_mode``, ``builtins``, ``torch_function``, ``checkpoint`` → ``builder`` (how callables
 are modelled).  Importing this package imports them all, which registers every builder.
 """
@@ -43,6 +43,7 @@ from .objects import ClassVariable, InstanceDictVariable, PythonModuleVariable, 
 from .nn_module import NNModuleVariable
 from .torchscript import ScriptFunctionVariable, ScriptModuleVariable
 from .numpy_values import NumpyFunctionVariable, NumpyValueVariable
+from .generators import TorchGeneratorVariable
 from .grad_mode import (GradModeExit, GradModeVariable, InferenceModeExitVariable,
                         InferenceModeVariable, WithExitVariable)
 from .builtins import BuiltinVariable
