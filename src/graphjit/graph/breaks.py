@@ -40,7 +40,6 @@ from ..bytecode.instruction import (
 from ..exc import unsupported
 from ..guards.guard import GuardKind
 from ..sources import LocalSource
-from ..trace_rules import Rule, frame_rule
 from ..tracer.liveness import live_locals
 from ..tracer.translator import CONDITIONAL_JUMPS, GENERIC_BREAKS, BreakPoint
 from ..variables import (
@@ -185,8 +184,6 @@ class BreakCodegen:
         Python), so the callee's prefix before its own break is captured too."""
         if isinstance(var, LazyVariableTracker):
             var = var.realize()
-        if _library_internal(var):
-            return False  # torch's own Python (torch.distributions...): called as it is
         if isinstance(var, UserFunctionVariable) and not isinstance(var, NestedUserFunctionVariable) \
                 and not var.trusted:
             self._bake(var)
@@ -357,14 +354,3 @@ class BreakCodegen:
             body = intercept_instructions(body, self.resolve)
         cg.append(create_jump("JUMP", target))
         cg.extend(body)
-
-
-def _library_internal(var) -> bool:
-    """A Python function (or method) that eager code calls as it is (torch's internals):
-    called at a break, it is not compiled as a frame of its own either, as TorchDynamo
-    does not compile such frames."""
-    if isinstance(var, UserMethodVariable):
-        var = var.fn_var.realize()
-    if type(var) is not UserFunctionVariable or var.trusted:
-        return False
-    return frame_rule(var.fn) is Rule.CALL
