@@ -49,7 +49,6 @@ from .base import (
     MethodVariable,
     ValueMutationNew,
     VariableTracker,
-    probing,
     register_builder,
     register_builder_predicate,
 )
@@ -156,9 +155,6 @@ class NumpyValueVariable(VariableTracker):
     def identity(self) -> Any:
         return self.value if self.mutation_type is None else self
 
-    def graph_constant(self) -> Any:
-        return graph_constant(self.folded())
-
     def truthiness(self, tx) -> bool:
         return bool(_call(tx, "bool", bool, self.folded()))
 
@@ -182,7 +178,7 @@ class NumpyValueVariable(VariableTracker):
         return wrap(tx, attr, [self])
 
     def has_attr(self, tx, name: str) -> bool:
-        return hasattr(self.folded(), name)
+        return hasattr(self.value, name)
 
     def call_method(self, tx, name: str, args: list, kwargs: dict) -> VariableTracker:
         if name in _OPAQUE_METHODS:
@@ -255,8 +251,6 @@ class ExistingNdarrayVariable(NumpyValueVariable):
                                   f"{self._repr_body()} ({value.nbytes} bytes)",
                                   f"Folding reads the array's values; only arrays of plain values up to "
                                   f"{CONTENTS_LIMIT} bytes are guarded by their contents.")
-            if probing():  # is_python_constant(): say yes without guarding
-                return value
             self._tx.output.add_guard(NdarrayContents(self.source), GuardKind.CONSTANT_MATCH,
                                       ndarray_contents(value))
             snapshot = value.copy()
@@ -409,7 +403,7 @@ def wrap(tx, value: Any, inputs: list | None = None) -> VariableTracker:
     (``np.asarray(a)``, ``a += 1``) is that input's tracker."""
     for var in inputs or ():
         if isinstance(var, NumpyValueVariable) and var.mutation_type is not None and \
-                (value is var.value or value is var.folded()):
+                (value is var.value or value is getattr(var, "_snapshot", None)):
             return var
     if isinstance(value, np.ndarray):
         if type(value) is not np.ndarray:
