@@ -419,3 +419,17 @@ def parse_axes(x, pattern):
 
 def test_type_methods_fold():
     assert _counts(parse_axes, X, "a b c d -> a c d b", fullgraph=True) == (1, 0)
+
+
+def array_across_a_break(x):
+    pad = np.array(x.shape[2:]) % 4
+    print("padding", pad.tolist())  # a break: the array is passed to the resume function
+    return x.flatten()[: int(pad.sum())] * 2
+
+
+def test_array_made_before_a_break_is_folded_after_it():
+    """An array the trace made is rebuilt (a copy) for the resume function, which folds its
+    values again (it is not data): one graph (the code before the print has no op), no
+    recompile on later calls."""
+    assert _counts(array_across_a_break, X, calls=3) == (1, 1)
+    assert graphjit.stats()["recompiles"] == 0

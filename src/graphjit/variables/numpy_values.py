@@ -15,10 +15,12 @@ Contract:
   ``ndarray`` by type, its metadata where read (:class:`NdarrayMetadata`), and by its
   contents (dtype, shape, bytes: :class:`NdarrayContents`) once the trace folds anything
   from them, if it is configuration (reached through an attribute, item or global; at most
-  :data:`CONTENTS_LIMIT` bytes): an array passed as an argument (or live at a break) is
-  data, and folding its values is a break (guarding them would recompile on every call).  The trace computes on a read-only snapshot: mutating such an array is a break
-  (it runs in Python).  ``torch.from_numpy(a)`` of one stays a graph input
-  (``torch_function._numpy_input``).
+  :data:`CONTENTS_LIMIT` bytes): an array passed as an argument (or made by Python at a
+  break, ``x.numpy()``) is data, and folding its values is a break (guarding them would
+  recompile on every call); one graphjit rebuilt from a trace's constant for a resume
+  function (:func:`rebuilt_copy`) is configuration.  The trace computes on a read-only
+  snapshot: mutating such an array is a break (it runs in Python).  ``torch.from_numpy(a)``
+  of one stays a graph input (``torch_function._numpy_input``).
 * Arrays made in the trace are mutable there (``z[1] = n``, ``a += 1``: the trace-time
   object changes, one tracker per object).  One that escapes (returned, stored, live at a
   break) is rebuilt as a copy of its final value, once per call, each escaping object
@@ -36,6 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 import types
+import weakref
 from typing import Any
 
 import numpy as np
@@ -214,8 +217,10 @@ class NumpyValueVariable(VariableTracker):
         if self.view_of_held:
             raise unsupported("a view of a numpy array escapes the compiled region", self._repr_body(),
                               "The view would be rebuilt as a copy, losing its link to the array.")
-        cg.load_const(value.copy())  # a fresh copy on every call: the caller may mutate it
-        cg.append_method_call("copy", 0)
+        cg.push_null()  # a fresh copy on every call: the caller may mutate it
+        cg.load_const(rebuilt_copy)
+        cg.load_const(value.copy())
+        cg.call(1)
 
 
 class ExistingNdarrayVariable(NumpyValueVariable):
@@ -241,7 +246,7 @@ class ExistingNdarrayVariable(NumpyValueVariable):
     def folded(self) -> np.ndarray:
         if self._snapshot is None:
             value = self.value
-            if isinstance(self.source, LocalSource):
+            if isinstance(self.source, LocalSource) and _REBUILT.get(id(value)) is not value:
                 raise unsupported("values of a numpy array passed to the compiled code", self._repr_body(),
                                   "An array argument is data: folding its values would guard them "
                                   "and recompile for every new value; the instruction runs in Python.",
@@ -290,6 +295,18 @@ class NdarrayMetadata(ConvertedSource):
     """``ndarray_metadata(base)``: the dtype and shape of a numpy array, for its guard."""
 
     convert = staticmethod(ndarray_metadata)
+
+
+#: arrays graphjit rebuilt from a trace's constants (an array made before a graph break,
+#: passed to the resume function): configuration, not data, where a resume function reads them
+_REBUILT: "weakref.WeakValueDictionary[int, np.ndarray]" = weakref.WeakValueDictionary()
+
+
+def rebuilt_copy(value: np.ndarray) -> np.ndarray:
+    """A new copy of a constant array (what generated code passes on), remembered as such."""
+    out = value.copy()
+    _REBUILT[id(out)] = out
+    return out
 
 
 def ndarray_contents(value: Any) -> Any:
@@ -462,13 +479,21 @@ def _foldable(value: Any, depth: int = 0) -> bool:
     return isinstance(value, _FOLDABLE) or _is_numpy_callable(value)
 
 
+def _describe(var: VariableTracker) -> str:
+    """What a value is, for a message (not the tracker's repr)."""
+    try:
+        return f"a {var.python_type().__qualname__}"
+    except Exception:
+        return "a value known only when the code runs"
+
+
 def _constant(var: VariableTracker, what: str) -> Any:
     try:
         value = var.as_python_constant()
     except ObservedException:
         raise
     except Exception:
-        raise unsupported(f"non-constant {what}", repr(var),
+        raise unsupported(f"non-constant {what}", _describe(var),
                           "numpy is folded at trace time: its inputs must be constants or sizes.") from None
     if not _foldable(value):
         raise unsupported(f"{what} graphjit does not fold numpy on", type(value).__qualname__)
