@@ -40,11 +40,6 @@ _HINTS = ("Call the original nn.Module or function instead of its torch.jit.scri
           "result inside the compiled region.",)
 
 
-def is_script_module(value: Any) -> bool:
-    """A TorchScript module (scripted, traced, frozen or loaded)."""
-    return isinstance(value, torch.jit.ScriptModule)
-
-
 class ScriptFunctionVariable(ValueCallableVariable):
     """A ``ScriptFunction`` with its Python original: calls trace ``inline`` (the tracker
     of ``value._torchdynamo_inline``)."""
@@ -151,4 +146,4 @@ def _build_script_function(tx, value, source):
     return ScriptFunctionVariable(value, inline, source=source)
 
 
-__all__ = ["ScriptFunctionVariable", "ScriptModuleVariable", "is_script_module"]
+__all__ = ["ScriptFunctionVariable", "ScriptModuleVariable", "OpaqueScriptFunctionVariable"]
