@@ -31,7 +31,7 @@ from ..graph.shapes import ShapePolicy
 from ..exc import InternalError, Unsupported
 from ..variables.nn_module import has_hooks
 from ..variables.object_protocol import type_attr_raw
-from ..trace_rules import forget_frame_decisions, register_dependent_cache
+from ..trace_rules import Rule, forget_frame_decisions, frame_rule, register_dependent_cache
 from . import stats
 from .convert_frame import (EAGER_THIS_CALL, PLAIN_THIS_CALL, TRANSPARENT_CODES, CacheEntry, Hooks, RunEagerly,
                             convert_frame, inside_functorch_transform)
@@ -93,6 +93,13 @@ class CompileSession:
                 self.hooks.shapes.for_code(fn).make_modules_generic()
                 nd = self._nested[fn] = NestedDispatcher(fn, self)
             return nd
+        if isinstance(fn, torch.jit.ScriptModule):
+            return fn  # TorchScript: nothing to compile, it runs as it is
+        if isinstance(fn, types.FunctionType) and frame_rule(fn) is Rule.CALL:
+            # torch's own Python (a validating distribution's log_prob, a decorator's
+            # wrapper): not a frame to compile (TorchDynamo compiles none either), it runs
+            # with its calls intercepted, so the user code it calls is compiled
+            return self.interceptor.eager(fn)
         cf = self._wrapped.get(fn)
         if cf is None:
             if isinstance(fn, torch.nn.Module):

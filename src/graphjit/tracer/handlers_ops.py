@@ -24,6 +24,7 @@ from ..variables import (
 )
 from ..variables.dicts import MISSING, items_of, key_of
 from ..variables.iterators import make_iterator
+from ..variables.numpy_values import NumpyValueVariable
 from ..variables.operators import binary_op, contains, unary_op
 
 _NB_NAMES = {
@@ -103,6 +104,8 @@ class OpHandlers:
             container.setitem(self, index, value)
         elif isinstance(container, UserObjectVariable):
             container.call_method(self, "__setitem__", [index, value], {})
+        elif isinstance(container, NumpyValueVariable):
+            container.setitem(self, index, value)
         else:
             raise unsupported("item assignment", f"{container!r}[{index!r}] = ...",
                               "Item writes on this kind of object are not traced.")
@@ -145,6 +148,8 @@ class OpHandlers:
             return container.call_method(self, "__getitem__", [index], {})
         if isinstance(container, UserObjectVariable):
             return container.call_method(self, "__getitem__", [index], {})
+        if isinstance(container, NumpyValueVariable):
+            return container.getitem(self, index)
         if container.is_python_constant() and not isinstance(container.as_python_constant(), dict):
             index = self.as_index(index)
         if container.is_python_constant() and index.is_python_constant():

@@ -5,7 +5,8 @@ mutation types, lazy trackers, the builder registry) → ``constant`` → ``obje
 ``sym_node`` (symbolic numbers) → ``tensor`` →
 ``sequences``, ``dicts``, ``sets``, ``iterators`` (containers) → ``random_values`` → ``cells`` → ``functions``
 → ``exceptions`` → ``object_protocol``, ``instance_attrs``, ``dict_objects``, ``objects``,
-``nn_module`` (Python objects) →
+``nn_module``, ``torchscript``, ``numpy_values`` (Python objects; TorchScript's opaque
+ones; numpy folded on constants), ``generators`` →
 ``operators``, ``grad_mode``, ``builtins``, ``torch_function``, ``checkpoint``, ``copying``
 (``copy.copy``/``deepcopy``), ``functional_call`` → the ``hops`` package (higher-order operators:
 control flow and torch.func) → ``builder`` (how callables are modelled).  Importing this package
@@ -43,6 +44,9 @@ from .functions import (
 from .exceptions import ExceptionVariable
 from .objects import ClassVariable, InstanceDictVariable, PythonModuleVariable, SuperVariable, UserObjectVariable
 from .nn_module import NNModuleVariable
+from .torchscript import ScriptFunctionVariable, ScriptModuleVariable
+from .numpy_values import NumpyFunctionVariable, NumpyValueVariable
+from .generators import TorchGeneratorVariable
 from .grad_mode import (GradModeExit, GradModeVariable, InferenceModeExitVariable,
                         InferenceModeVariable, WithExitVariable)
 from .builtins import BuiltinVariable

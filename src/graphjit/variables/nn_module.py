@@ -383,6 +383,12 @@ class NNModuleVariable(UserObjectVariable):
         (or the trace ran the hooks itself), so ``Module.__call__`` would add nothing but
         its cost to every call of the graph."""
         m = self.value
+        named = next((a for a in [*args, *kwargs.values()] if isinstance(a, TupleVariable) and a.namedtuple_cls), None)
+        if named is not None:  # a graph argument is a plain tuple: forward would see another type
+            raise unsupported("torch.nn module called with a named tuple", f"{type(m).__qualname__}("
+                              f"{named.namedtuple_cls.__qualname__}(...))",
+                              "The module's forward may decide on the argument's type (an RNN on a "
+                              "PackedSequence); the call runs in Python.")
         if type(m) not in TRAINING_INDEPENDENT and self.source is not None:
             tx.output.add_guard(AttrSource(self.source, "training"), GuardKind.CONSTANT_MATCH, m.training)
         tx.output.leaf_modules.append((m, self.source))

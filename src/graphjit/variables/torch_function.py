@@ -19,6 +19,7 @@ from ..sources import FromNumpySource
 from .base import VariableTracker, call_python, register_builder_by_id
 from .constant import ConstantVariable
 from .grad_mode import GradModeVariable, InferenceModeVariable
+from .numpy_values import constant_tensor
 from .sequences import TupleVariable
 
 
@@ -118,6 +119,9 @@ class TorchFunctionVariable(VariableTracker):
             ctx.entered = True
             return ctx
         if fn in _FROM_NUMPY and len(args) == 1 and not kwargs:
+            made = constant_tensor(tx, args[0], fn)  # a numpy value made in the trace
+            if made is not None:
+                return made
             tensor = _numpy_input(tx, args[0])
             if tensor is not None:  # torch.tensor copies: the graph must not alias the array
                 return tensor if fn is not torch.tensor else tensor.call_method(tx, "clone", [], {})
