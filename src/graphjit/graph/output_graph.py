@@ -113,6 +113,10 @@ class OutputGraph:
         self.param_overrides: dict[tuple[int, str], VariableTracker] = {}
         #: reuse key -> a traced nested_compile_region body (variables/hops/compile_region.py)
         self.compile_regions: dict = {}
+        #: guards requested and sources read while recording (``recording_reads``)
+        self.read_log: list | None = None
+        #: repeated blocks traced once (variables/hops/repeated_blocks.py)
+        self.block_records: dict = {}
         #: which sizes and numbers are symbolic (``None``: all static)
         self.shapes = shapes
         self.shape_env = new_shape_env()
@@ -162,10 +166,26 @@ class OutputGraph:
                   other: Source | None = None) -> None:
         guard = Guard(source, kind, value, other)
         self.guards.setdefault(guard.key, guard)
+        if self.read_log is not None:
+            self.read_log.append(guard)
+
+    @contextlib.contextmanager
+    def recording_reads(self):
+        """Record every guard requested and every source read (built, or found already
+        built) while the block runs: what a trace of it depended on."""
+        outer, self.read_log = self.read_log, []
+        try:
+            yield self.read_log
+        finally:
+            log, self.read_log = self.read_log, outer
+            if outer is not None:
+                outer.extend(log)
 
     # -- building trackers ----------------------------------------------------------------
     def build_value(self, tx, value: Any, source: Source | None) -> VariableTracker:
         """The tracker of ``value`` (see the module docstring); guards through ``source``."""
+        if source is not None and self.read_log is not None:
+            self.read_log.append(source)
         if source is not None:
             known = self.source_cache.get(source)
             if known is not None:
@@ -196,6 +216,8 @@ class OutputGraph:
 
     def lazy_value(self, tx, value: Any, source: Source) -> VariableTracker:
         """A tracker for ``value`` that builds (and guards) it when first used."""
+        if self.read_log is not None:
+            self.read_log.append(source)
         known = self.source_cache.get(source)
         if known is not None:
             return known
@@ -348,12 +370,17 @@ class OutputGraph:
                 delattr(self.root, known[0])
                 self._attrs_by_id[id(tensor)] = (dotted, tensor)
 
-    def get_attr_tensor(self, tensor: torch.Tensor, hint: str, source: Source | None) -> TensorVariable:
+    def get_attr_tensor(self, tensor: torch.Tensor, hint: str, source: Source | None,
+                        origin: Source | None = None) -> TensorVariable:
+        """The ``get_attr`` node of a tensor registered on the root (``origin``: where the
+        trace read it, kept in the node's meta)."""
         name = self.add_attr(tensor, hint)
         node = self._attr_nodes.get(name)
         if node is None or node._erased or node.target != name:
             node = self._attr_nodes[name] = self.frame_graph.get_attr(name)
             node.meta["example_value"] = self.fake_mode.from_tensor(tensor, static_shapes=True)
+            if origin is not None:
+                node.meta["origin"] = origin
         fake = node.meta["example_value"]
         var = TensorVariable(node, fake, source=source)
         var.class_type = type(tensor)  # a Parameter is one (isinstance(p, nn.Parameter))

@@ -80,9 +80,9 @@ def _leaf_key(leaf: VariableTracker):
     """How a leaf argument enters the reuse key (``None``: it prevents reuse)."""
     if isinstance(leaf, TensorVariable):
         ev = leaf.example_value
-        return ("tensor", ev.dtype, tuple(ev.shape), ev.stride(), ev.requires_grad, ev.device)
+        return ("tensor", ev.dtype, _sizes(ev.shape), _sizes(ev.stride()), ev.requires_grad, ev.device)
     if isinstance(leaf, SymNodeVariable):
-        return ("sym", type(leaf.sym))
+        return ("sym", type(leaf.sym), str(leaf.sym))
     if leaf.is_python_constant():
         value = leaf.as_python_constant()
         try:
@@ -91,6 +91,11 @@ def _leaf_key(leaf: VariableTracker):
             return None
         return ("const", type(value), value)
     return None
+
+
+def _sizes(values) -> tuple:
+    """Sizes or strides as a key: numbers, and symbolic ones by their expression."""
+    return tuple(v if type(v) is int else str(v) for v in values)
 
 
 def _reuse_key(tx, fn: VariableTracker, spec, leaves: list):
