@@ -478,7 +478,8 @@ VARIABLES = pathlib.Path(graphjit.__file__).parent / "variables"
 LAYERS = ["base", "constant", "sym_node", "tensor", "sequences", "dicts", "sets", "iterators", "random_values", "cells",
           "functions", "exceptions", "object_protocol", "instance_attrs",
           "dict_objects", "objects", "nn_module", "operators",
-          "grad_mode", "builtins", "library", "torch_function", "checkpoint", "builder"]
+          "grad_mode", "builtins", "library", "torch_function", "checkpoint", "tensor_subclasses",
+          "torch_modes", "builder"]
 
 
 def _is_type_checking(node):

@@ -5,7 +5,8 @@ mutation types, lazy trackers, the builder registry) → ``constant`` → ``sym_
 ``sequences``, ``dicts``, ``sets``, ``iterators`` (containers) → ``random_values`` → ``cells`` → ``functions``
 → ``exceptions`` → ``object_protocol``, ``instance_attrs``, ``dict_objects``, ``objects``,
 ``nn_module`` (Python objects) →
-``operators``, ``grad_mode``, ``builtins``, ``torch_function``, ``checkpoint`` → ``builder`` (how callables
+``operators``, ``grad_mode``, ``builtins``, ``torch_function``, ``checkpoint`` →
+``tensor_subclasses``, ``torch_modes`` (``__torch_function__``) → ``builder`` (how callables
 are modelled).  Importing this package imports them all, which registers every builder.
 """
 
@@ -46,6 +47,7 @@ from .builtins import BuiltinVariable
 from . import library  # noqa: F401  (registers inspect.signature and its values)
 from .torch_function import TorchFunctionVariable
 from .checkpoint import CheckpointVariable
+from .torch_modes import DispatchedFunctionVariable, TorchFunctionStateCall
 from . import builder  # noqa: F401  (registers the callable builders)
 
 __all__ = [name for name in dir() if name[0].isupper() or name == "is_new"]

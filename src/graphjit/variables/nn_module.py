@@ -288,8 +288,8 @@ class NNModuleVariable(UserObjectVariable):
 
     def _call_forward(self, tx, args, kwargs, hooks_traced: bool) -> VariableTracker:
         forward = self.var_getattr(tx, "forward")
-        if self._is_leaf_call(forward):
-            return self._call_leaf(tx, args, kwargs, hooks_traced)
+        if self._is_leaf_call(forward) and not tx.output.torch_function.needs_dispatch(args, kwargs):
+            return self._call_leaf(tx, args, kwargs, hooks_traced)  # (under a mode: its ops dispatch)
         return forward.call_function(tx, args, kwargs)
 
     def _hook_dict(self, tx, name: str) -> DictVariable:

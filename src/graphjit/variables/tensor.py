@@ -12,6 +12,7 @@ import operator
 
 import torch
 import torch.fx
+from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 from .. import config
 from ..exc import observed, unsupported
@@ -78,7 +79,10 @@ class TensorVariable(VariableTracker):
         super().__init__(**kwargs)
         self.node = node
         self._example = example_value
-        self.class_type: type = torch.Tensor
+        #: the Python type (``type(x)``, dispatch): a traceable wrapper subclass's fake is
+        #: an instance of it (``TwoTensor`` of fakes), any other fake stands for a Tensor
+        self.class_type: type = type(example_value) if is_traceable_wrapper_subclass(example_value) \
+            else torch.Tensor
 
     def _note_metadata(self, name: str) -> None:
         if name in STRIDE_METADATA:
@@ -134,10 +138,22 @@ class TensorVariable(VariableTracker):
                                [self, ConstantVariable(i)], {}) for i in range(n)]
 
     def reconstruct(self, cg) -> None:
+        if self.class_type not in (torch.Tensor, torch.nn.Parameter) and self.node in cg.graph_outputs \
+                and not (self.source is not None and self.node.op == "placeholder"):
+            # a graph output of a tensor subclass: the graph computes plain tensors
+            cg.push_null()
+            cg.load_const(torch.Tensor.as_subclass)
+            reconstruct_graph_value(cg, self, "tensor")
+            cg.load_const(self.class_type)
+            cg.call(2)
+            return
         reconstruct_graph_value(cg, self, "tensor")
 
     # -- attributes and methods ----------------------------------------------------------
     def var_getattr(self, tx, name: str) -> VariableTracker:
+        found = tx.output.torch_function.tensor_getattr(tx, self, name)  # subclasses, modes
+        if found is not None:
+            return found
         ev = self.example_value
         self._note_metadata(name)
         if name in CONSTANT_ATTRS:
@@ -192,6 +208,9 @@ class TensorVariable(VariableTracker):
         return VariableTracker.build(tx, real.grad, grad_src, realize=True)
 
     def call_method(self, tx, name: str, args: list, kwargs: dict) -> VariableTracker:
+        dispatched = tx.output.torch_function.call_method(tx, self, name, args, kwargs)  # modes, subclasses
+        if dispatched is not None:
+            return dispatched
         if name == "item" and not args and not kwargs and config.capture_scalar_outputs:
             return tx.output.call(tx, "call_method", "item", [self], {})  # an unbacked symbol
         if name in DATA_DEPENDENT_METHODS:

@@ -85,6 +85,11 @@ class TorchFunctionVariable(VariableTracker):
     def identity(self):
         return self.fn
 
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        """``fn.__name__``, ``fn.__module__``... (a ``__torch_function__`` handler reads them):
+        torch's callables are stable objects, their attributes constants."""
+        return VariableTracker.build(tx, call_python("getattr", getattr, self.fn, name))
+
     def call_function(self, tx, args, kwargs) -> VariableTracker:
         fn = unwrap_torch(self.fn)
         if fn in _compiling_flags():
@@ -115,6 +120,9 @@ class TorchFunctionVariable(VariableTracker):
             ctx.enter(tx)  # like torch.set_grad_enabled(b): the mode changes at the call
             ctx.entered = True
             return ctx
+        dispatched = tx.output.torch_function.call_function(tx, fn, args, kwargs)  # modes, subclasses
+        if dispatched is not None:
+            return dispatched
         if fn in _FROM_NUMPY and len(args) == 1 and not kwargs:
             tensor = _numpy_input(tx, args[0])
             if tensor is not None:  # torch.tensor copies: the graph must not alias the array

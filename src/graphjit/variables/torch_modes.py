@@ -1,0 +1,691 @@
+"""``__torch_function__`` in traced code: the torch-function mode stack, its enable flags,
+and the dispatch of every call site eager dispatches (modes and subclasses).
+
+Contract (TorchDynamo's design, ``torch/_dynamo/variables/torch_function.py``):
+
+* **The real mode stack is empty while tracing.**  ``runtime/convert_frame`` traces, builds
+  guards and compiles inside :func:`torch_function_cleared` (subclass dispatch off too),
+  so graphjit's own fake runs, metadata reads and the backend never reach a user's mode
+  or a subclass's ``__torch_function__``.  The trace holds a *symbolic* copy,
+  :class:`TorchFunctionState` (``tx.output.torch_function``): the modes that were active
+  at the call (lazy trackers read through :class:`FunctionModeSource`, ``mode stack[i]``)
+  and the flags of ``DisableTorchFunction``/``DisableTorchFunctionSubclass``.
+  ``torch._C``'s stack functions (``_push_on_torch_function_stack``, ``_pop_...``,
+  ``_len_...``, ``_get_function_stack_at``, ``_is_torch_function_mode_enabled``,
+  ``has_torch_function*``...) act on that copy (:class:`TorchFunctionStateCall`), so
+  ``with Mode():``, ``torch.overrides``' helpers and a mode's own ``__enter__`` are traced
+  like any Python.
+* **Dispatch happens where eager dispatches**, decided by the trackers' types and the
+  symbolic state (:meth:`TorchFunctionState.needs_dispatch`): torch functions
+  (:meth:`~TorchFunctionState.call_function`), tensor methods
+  (:meth:`~TorchFunctionState.call_method`), tensor attributes that are C properties
+  (:meth:`~TorchFunctionState.tensor_getattr`) and operators
+  (:meth:`~TorchFunctionState.operator`).  A Python-level target (``F.relu``,
+  ``Tensor.split``, ``Tensor.__rsub__``) is inlined: its own ``has_torch_function`` check
+  dispatches, with eager's arguments.  A C target is *probed*: called on the fake
+  tensors under a recording mode (and a dispatch mode that aborts before any kernel), so
+  eager's own argument parser says whether it dispatches and with which ``func``,
+  ``args`` and ``kwargs`` (``x + 1`` dispatches ``Tensor.add``; ``torch.from_numpy`` does
+  not dispatch).  The dispatch itself is ``polyfills.torch_function.dispatch``, traced:
+  the top mode is popped while its ``__torch_function__`` runs, then each overloaded
+  argument's ``__torch_function__``.  The ``func`` a handler gets is
+  :class:`DispatchedFunctionVariable`; calling it runs the op without dispatching again
+  (the mode is popped), so the graph holds what the handlers call.
+* **Guards**: the mode stack's types, position by position, and the dispatch-mode stack's
+  emptiness are checked on every call (``guards/guard.py``, first among the checks); the
+  enable flags are checked where a trace dispatched (:meth:`~TorchFunctionState.guard_queries`).
+  Mode attributes a handler reads are guarded through their source like any object's.
+* **At run time** a graph traced under modes, or over inputs of ``__torch_function__``
+  subclasses, runs with torch function disabled (:func:`runtime_context`): the graph's
+  ops are what the handlers produced and must not dispatch again.  Outputs of subclass
+  type are re-wrapped with ``as_subclass`` (``TensorVariable.reconstruct``).
+* A trace that ends with a different mode stack than it started with (a mode entered
+  and not left before a return or a graph break) is a graph break: the frame, or the
+  statement, runs in Python.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import types
+from typing import Any, Iterator
+
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from ..bytecode.instruction import Instruction, create_instruction
+from ..exc import observed, unsupported
+from ..guards.guard import GlobalQuery, GuardKind
+from ..polyfills import torch_function as poly
+from ..sources import GuardScope, Source
+from .base import LazyVariableTracker, VariableTracker, register_builder_by_id
+from .constant import ConstantVariable
+from .dicts import DictVariable
+from .functions import UserFunctionVariable
+from .objects import UserObjectVariable
+from .sequences import ListVariable, SliceVariable, TupleVariable
+from .sym_node import SymNodeVariable
+from .tensor import TensorVariable
+from .torch_function import TorchFunctionVariable
+from . import tensor_subclasses as subclasses
+
+_DISABLED_IMPL = torch._C._disabled_torch_function_impl
+
+
+# -- sources -----------------------------------------------------------------------------
+
+class FunctionModeSource(Source):
+    """``torch._C._get_function_stack_at(index)``: a mode active at the call."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+
+    def __eq__(self, other) -> bool:
+        return type(other) is FunctionModeSource and other.index == self.index
+
+    def __hash__(self) -> int:
+        return hash(("function mode", self.index))
+
+    def display(self) -> str:
+        return f"torch_function_mode_stack[{self.index}]"
+
+    def render(self, scope: GuardScope) -> str:
+        return f"{scope.ref(torch._C._get_function_stack_at)}({self.index})"
+
+    def reconstruct(self) -> list[Instruction]:
+        return [create_instruction("PUSH_NULL"),
+                create_instruction("LOAD_CONST", argval=torch._C._get_function_stack_at),
+                create_instruction("LOAD_CONST", argval=self.index),
+                create_instruction("PRECALL", arg=1), create_instruction("CALL", arg=1)]
+
+    @property
+    def is_global(self) -> bool:
+        return True
+
+
+# -- the real stack ----------------------------------------------------------------------
+
+def function_modes() -> tuple:
+    """The torch-function modes active now, bottom first."""
+    return tuple(torch._C._get_function_stack_at(i) for i in range(torch._C._len_torch_function_stack()))
+
+
+@contextlib.contextmanager
+def torch_function_cleared() -> Iterator[tuple]:
+    """Run with the torch-function mode stack empty and subclass dispatch off (tracing,
+    building guards, compiling: a mode or subclass of the call must not see graphjit's
+    own tensor work, fake propagation included); the stack and the flags are put back
+    afterwards however the block ends."""
+    saved, state = function_modes(), torch._C._get_torch_function_state()
+    for _ in saved:
+        torch._C._pop_torch_function_stack()
+    if state == torch._C._TorchFunctionState.ENABLED:
+        torch._C._set_torch_function_state(torch._C._TorchFunctionState.SUBCLASSES_DISABLED)
+    try:
+        yield saved
+    finally:
+        torch._C._set_torch_function_state(state)
+        while torch._C._len_torch_function_stack():
+            torch._C._pop_torch_function_stack()
+        for mode in saved:
+            torch._C._push_on_torch_function_stack(mode)
+
+
+@contextlib.contextmanager
+def torch_function_as_at_call(state: "TorchFunctionState") -> Iterator[None]:
+    """Inside :func:`torch_function_cleared`: the stack and flags as the call had them
+    (a new entry's guard checked against the call it was traced from)."""
+    old = torch._C._get_torch_function_state()
+    for mode in state.initial_modes:
+        torch._C._push_on_torch_function_stack(mode)
+    torch._C._set_torch_function_state(
+        torch._C._TorchFunctionState.ENABLED if state.initial_subclasses else
+        torch._C._TorchFunctionState.SUBCLASSES_DISABLED if state.initial_modes_enabled else
+        torch._C._TorchFunctionState.ALL_DISABLED)
+    try:
+        yield
+    finally:
+        torch._C._set_torch_function_state(old)
+        for _ in state.initial_modes:
+            torch._C._pop_torch_function_stack()
+
+
+def runtime_context(initial_modes: bool):
+    """What a compiled graph runs under (``None``: nothing): ``DisableTorchFunction`` when
+    the trace ran under modes (the graph holds what their handlers called)."""
+    return torch._C.DisableTorchFunction if initial_modes else None
+
+
+def without_torch_function(fn, context, plain: tuple[int, ...] = ()):
+    """``fn`` run under ``context()`` (see :func:`runtime_context`; ``None``: as it is),
+    with the inputs at positions ``plain`` (``__torch_function__`` subclasses) passed as
+    plain tensors: the graph holds what their ``__torch_function__`` produced."""
+    if not plain:
+        def run(*args):
+            with context():
+                return fn(*args)
+    else:
+        def run(*args):
+            args = list(args)
+            for i in plain:
+                args[i] = args[i].as_subclass(torch.Tensor)
+            if context is None:
+                return fn(*args)
+            with context():
+                return fn(*args)
+
+    run.__wrapped__ = fn
+    return run
+
+
+_DEFAULT_IMPL = torch.Tensor.__torch_function__.__func__
+
+
+def overrides_torch_function(cls: type) -> bool:
+    """Does an object of ``cls`` take part in ``__torch_function__`` dispatch (as C's
+    ``check_has_torch_function``: not a plain ``Tensor``/``Parameter``, and a
+    ``__torch_function__`` that is not the disabled one)?  A traceable wrapper subclass
+    (``__tensor_flatten__``) keeping ``Tensor``'s default does not: as in TorchDynamo,
+    its ``__torch_dispatch__`` runs on fake inner tensors instead, and AOTAutograd
+    flattens it."""
+    if cls is torch.Tensor or cls is torch.nn.Parameter:
+        return False
+    impl = getattr(cls, "__torch_function__", _DISABLED_IMPL)
+    func = getattr(impl, "__func__", impl)
+    if func is _DISABLED_IMPL:
+        return False
+    return not (func is _DEFAULT_IMPL and hasattr(cls, "__tensor_flatten__"))
+
+
+def _overloaded(var: VariableTracker) -> bool:
+    """Does this argument take part in dispatch?  Lazy trackers are judged by their
+    value's type, without building (guarding) them."""
+    if type(var) is TensorVariable:
+        return var.class_type is not torch.Tensor and overrides_torch_function(var.class_type)
+    if type(var) is LazyVariableTracker and not var.is_realized():
+        value = var.peek_value()
+        if isinstance(value, (list, tuple)):
+            return any(overrides_torch_function(type(v)) for v in value)
+        return overrides_torch_function(type(value))
+    if isinstance(var, (TupleVariable, ListVariable)):
+        return any(_overloaded(v) for v in var.items)
+    if isinstance(var, (TensorVariable, UserObjectVariable)):
+        return overrides_torch_function(var.python_type())
+    return False
+
+
+def _flat(args, kwargs=None) -> list:
+    out = []
+    for var in [*args, *(kwargs.values() if kwargs else ())]:
+        if isinstance(var, (TupleVariable, ListVariable)):
+            out.extend(_flat(var.items))
+        else:
+            out.append(var)
+    return out
+
+
+# -- the symbolic state ------------------------------------------------------------------
+
+class TorchFunctionState:
+    """The torch-function state of one trace (see the module docstring).  Made with the
+    output graph, before the real stack is cleared."""
+
+    def __init__(self) -> None:
+        self.initial_modes = function_modes()
+        self.initial_subclasses = torch._C._is_torch_function_enabled()
+        self.initial_modes_enabled = not torch._C._is_torch_function_all_disabled()
+        self.subclasses_enabled = self.initial_subclasses
+        self.modes_enabled = self.initial_modes_enabled
+        self._stack: list[VariableTracker] | None = None  # built on first use
+        self._depth = len(self.initial_modes)
+        #: a decision depended on the enable flags (they are guarded then)
+        self.touched = bool(self.initial_modes)
+
+    def __repr__(self) -> str:
+        return (f"TorchFunctionState({self._depth} modes, subclasses "
+                f"{'on' if self.subclasses_enabled else 'off'}, modes {'on' if self.modes_enabled else 'off'})")
+
+    # -- the stack ----------------------------------------------------------------------
+    def stack(self, tx) -> list[VariableTracker]:
+        if self._stack is None:
+            self._stack = [VariableTracker.build(tx, mode, FunctionModeSource(i))
+                           for i, mode in enumerate(self.initial_modes)]
+        return self._stack
+
+    def push(self, tx, mode: VariableTracker) -> None:
+        self.stack(tx).append(mode)
+        self._depth += 1
+        self.touched = True
+
+    def pop(self, tx) -> VariableTracker:
+        stack = self.stack(tx)
+        if not stack:
+            raise observed(RuntimeError, "trying to pop from empty mode stack")
+        self._depth -= 1
+        return stack.pop()
+
+    def at(self, tx, index: int) -> VariableTracker:
+        stack = self.stack(tx)
+        if not 0 <= index < len(stack):
+            raise observed(RuntimeError, "Tried to get stack at idx that's too big")
+        return stack[index]
+
+    def check_unchanged(self) -> None:
+        """Where a trace ends (a return, a graph break) the stack must be the one it began
+        with: the code after the graph runs with the real stack."""
+        if self._stack is None:
+            return
+        initial = self.initial_modes
+        same = len(self._stack) == len(initial) and all(
+            isinstance(v, UserObjectVariable) and v.value is m or
+            isinstance(v, LazyVariableTracker) and v.peek_value() is m
+            for v, m in zip(self._stack, initial))
+        if not same:
+            raise unsupported("torch-function mode stack changed across a graph boundary",
+                              f"{len(initial)} modes at the start, {len(self._stack)} at the end",
+                              "A mode entered and not exited in this frame (or a graph break inside "
+                              "a `with Mode():` block that cannot resume) runs in Python.")
+
+    # -- decisions ----------------------------------------------------------------------
+    def modes_active(self) -> bool:
+        return self.modes_enabled and self._depth > 0
+
+    def needs_dispatch(self, args, kwargs=None) -> bool:
+        """Would eager dispatch a call on these arguments to ``__torch_function__``?"""
+        if self.modes_enabled and self._depth > 0:
+            return True
+        if not self.subclasses_enabled:
+            return False
+        if any(_overloaded(a) for a in args) or (kwargs and any(_overloaded(v) for v in kwargs.values())):
+            self.touched = True
+            return True
+        return False
+
+    def guard_queries(self) -> list[GlobalQuery]:
+        """The enable flags, where the trace's dispatch decisions read them."""
+        if not self.touched:
+            return []
+        return [GlobalQuery("TORCH_FUNCTION_ENABLED", torch._C._is_torch_function_enabled, (),
+                            self.initial_subclasses),
+                GlobalQuery("TORCH_FUNCTION_ALL_DISABLED", torch._C._is_torch_function_all_disabled, (),
+                            not self.initial_modes_enabled)]
+
+    def graph_runtime_context(self):
+        """See :func:`runtime_context`."""
+        return runtime_context(bool(self.initial_modes) and self.initial_modes_enabled)
+
+    # -- call sites ---------------------------------------------------------------------
+    def call_function(self, tx, fn: Any, args: list, kwargs: dict) -> VariableTracker | None:
+        """``fn(*args, **kwargs)`` of a torch callable: the traced dispatch, or ``None``
+        where eager would not dispatch."""
+        if not self.needs_dispatch(args, kwargs):
+            return None
+        return self._dispatch_target(tx, fn, list(args), dict(kwargs))
+
+    def call_method(self, tx, tensor: TensorVariable, name: str, args: list,
+                    kwargs: dict) -> VariableTracker | None:
+        """``tensor.name(*args, **kwargs)`` (``None``: the tensor's own handling)."""
+        if name == "as_subclass":
+            return subclasses.as_subclass(tx, tensor, args, kwargs)
+        if not self.needs_dispatch([tensor, *args], kwargs):
+            return None
+        target = subclasses.static_attr(tensor.class_type, name)
+        if target is None:
+            return None
+        return self._dispatch_target(tx, target, [tensor, *args], dict(kwargs))
+
+    def tensor_getattr(self, tx, tensor: TensorVariable, name: str) -> VariableTracker | None:
+        """``tensor.name``: a member of its ``__torch_function__`` subclass, or the dispatch
+        of a C property (``x.shape`` reaches a mode); ``None``: the tensor's own handling."""
+        if tensor.class_type is not torch.Tensor:
+            found = subclasses.subclass_member(tx, tensor, name)
+            if found is not None:
+                return found
+        if not self.needs_dispatch([tensor]):
+            return None
+        getter = subclasses.static_attr(tensor.class_type, name)
+        if not isinstance(getter, types.GetSetDescriptorType):
+            return None
+        return self._probe_and_dispatch(tx, getter.__get__, [tensor], {})
+
+    def operator(self, tx, op, args: list) -> VariableTracker | None:
+        """An operator (``BINARY_OP``, ``COMPARE_OP``, a unary one, ``x[i]``, ``x[i] = v``,
+        ``abs``, ``in``) with a tensor operand, as Python resolves it."""
+        if not self.needs_dispatch(args):
+            return None
+        target, ordered = subclasses.resolve_operator(op, args)
+        if target is None:
+            return None
+        if isinstance(target, types.FunctionType):
+            result = UserFunctionVariable(target).call_function(tx, ordered, {})
+            if result.is_python_constant() and result.as_python_constant() is NotImplemented:
+                return None
+            return result
+        return self._probe_and_dispatch(tx, target, ordered, {})
+
+    # -- dispatch -----------------------------------------------------------------------
+    def _dispatch_target(self, tx, target: Any, args: list, kwargs: dict) -> VariableTracker | None:
+        if isinstance(target, types.FunctionType):  # its own has_torch_function check dispatches
+            return UserFunctionVariable(target).call_function(tx, args, kwargs)
+        if isinstance(target, property):
+            return UserFunctionVariable(target.fget).call_function(tx, args, kwargs)
+        if isinstance(target, (classmethod, staticmethod)):
+            return None
+        return self._probe_and_dispatch(tx, target, args, kwargs)
+
+    def _probe_and_dispatch(self, tx, target: Any, args: list, kwargs: dict) -> VariableTracker | None:
+        self.touched = True
+        probed = probe(target, args, kwargs)
+        if probed is None:
+            return None  # eager does not dispatch this call
+        func, p_args, p_kwargs = probed
+        if func is _UNPROBED:  # arguments with no trace-time stand-in: the call as written
+            func, p_args, p_kwargs = target, TupleVariable(list(args)), \
+                (DictVariable(dict(kwargs)) if kwargs else ConstantVariable(None))
+        return self.dispatch(tx, func, p_args, p_kwargs)
+
+    def dispatch(self, tx, func: Any, args: TupleVariable, kwargs: VariableTracker) -> VariableTracker:
+        """Trace eager's dispatch of ``func(*args, **kwargs)`` (``kwargs``: a dict tracker or
+        ``None``): modes, then overloaded arguments (``polyfills.torch_function``)."""
+        flat = _flat(args.items, kwargs.realize_items(tx) if isinstance(kwargs, DictVariable) else None)
+        overloaded = overloaded_args(flat) if self.subclasses_enabled else []
+        types_var = TupleVariable([VariableTracker.build(tx, a.python_type()) for a in overloaded])
+        return tx.inline_polyfill(poly.dispatch, [DispatchedFunctionVariable(func), TupleVariable(overloaded),
+                                                  types_var, args, kwargs])
+
+
+def overloaded_args(args: list) -> list:
+    """The arguments whose ``__torch_function__`` is tried, in ``_get_overloaded_args``'s
+    order: one per type, a subclass before its bases, else left to right."""
+    out: list = []
+    seen: set = set()
+    for arg in args:
+        if not _overloaded(arg):
+            continue
+        cls = arg.python_type()
+        if cls in seen:
+            continue
+        seen.add(cls)
+        index = next((i for i, old in enumerate(out) if issubclass(cls, old.python_type())), len(out))
+        out.insert(index, arg)
+    return out
+
+
+# -- probing eager's argument parser ----------------------------------------------------
+
+_UNPROBED = object()
+
+
+class _Dispatched(Exception):
+    def __init__(self, func, args, kwargs) -> None:
+        super().__init__()
+        self.func, self.args, self.kwargs = func, args, kwargs
+
+
+class _Reached(Exception):
+    pass
+
+
+class _Recorder(TorchFunctionMode):
+    """Answers the first dispatch with :class:`_Dispatched` (nothing runs)."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        raise _Dispatched(func, args, kwargs)
+
+
+class _Abort(TorchDispatchMode):
+    """Stops a call that did not dispatch before any kernel runs."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        raise _Reached()
+
+
+class _NoStandIn(Exception):
+    pass
+
+
+def _stand_in(var: VariableTracker, known: dict) -> Any:
+    """The trace-time value standing for ``var`` in a probe (a fake tensor, a SymInt, a
+    constant); ``known`` maps ``id(stand-in)`` back to the tracker."""
+    if isinstance(var, (TensorVariable, SymNodeVariable)):
+        value = var._example if isinstance(var, TensorVariable) else var.example
+        known[id(value)] = var
+        return value
+    if isinstance(var, (TupleVariable, ListVariable)):
+        items = [_stand_in(v, known) for v in var.items]
+        return tuple(items) if isinstance(var, TupleVariable) else items
+    if isinstance(var, SliceVariable):
+        return slice(*(_stand_in(p, known) for p in var.parts))
+    if isinstance(var, UserObjectVariable) and var.value is not None:
+        known[id(var.value)] = var
+        return var.value
+    if var.is_python_constant():
+        return var.as_python_constant()
+    raise _NoStandIn()
+
+
+def _tracker_of(value: Any, known: dict) -> VariableTracker:
+    found = known.get(id(value))
+    if found is not None:
+        return found
+    if type(value) is tuple:
+        return TupleVariable([_tracker_of(v, known) for v in value])
+    if type(value) is list:
+        return ListVariable([_tracker_of(v, known) for v in value])
+    if type(value) is slice:
+        return SliceVariable(*(_tracker_of(v, known) for v in (value.start, value.stop, value.step)))
+    if type(value) is dict:
+        return DictVariable({k: _tracker_of(v, known) for k, v in value.items()})
+    if isinstance(value, (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool)):
+        raise _NoStandIn()
+    return ConstantVariable(value)
+
+
+def probe(target: Any, args: list, kwargs: dict):
+    """Call ``target`` on the trace-time stand-ins of ``args`` with a recording mode on
+    top: ``(func, args, kwargs)`` as eager's argument parser passes them to
+    ``__torch_function__`` (trackers), ``None`` if it does not dispatch, or ``(_UNPROBED,
+    ...)`` when an argument has no stand-in.  No kernel runs: a dispatch mode stops the
+    call at the dispatcher."""
+    known: dict = {}
+    try:
+        values = [_stand_in(a, known) for a in args]
+        kwvalues = {k: _stand_in(v, known) for k, v in kwargs.items()}
+    except _NoStandIn:
+        return _UNPROBED, None, None
+    state = torch._C._get_torch_function_state()
+    torch._C._set_torch_function_state(torch._C._TorchFunctionState.ENABLED)
+    try:
+        with _Abort(), _Recorder():
+            target(*values, **kwvalues)
+    except _Dispatched as d:
+        try:
+            p_args = _tracker_of(tuple(d.args), known)
+            p_kwargs = ConstantVariable(None) if d.kwargs is None else _tracker_of(dict(d.kwargs), known)
+        except _NoStandIn:
+            return _UNPROBED, None, None
+        return d.func, p_args, p_kwargs
+    except Exception:  # it stopped before dispatching (a kernel, a bad argument)
+        return None
+    finally:
+        torch._C._set_torch_function_state(state)
+    return None
+
+
+# -- the func a handler receives -------------------------------------------------------
+
+class DispatchedFunctionVariable(TorchFunctionVariable):
+    """The ``func`` a ``__torch_function__`` handler receives for a C binding (a torch
+    function, a ``Tensor`` method or slot, a property's ``__get__``).  Compared and
+    hashed as the real object; calling it runs the op (dispatching again only to what is
+    still active: the outer modes, subclasses outside ``DisableTorchFunctionSubclass``)."""
+
+    def call_function(self, tx, args, kwargs) -> VariableTracker:
+        fn = self.fn
+        owner = getattr(fn, "__self__", None)
+        if isinstance(owner, types.GetSetDescriptorType) and fn.__name__ == "__get__" and args:
+            return args[0].var_getattr(tx, owner.__name__)  # ``Tensor.shape.__get__(x)``
+        if getattr(fn, "__objclass__", None) is torch._C.TensorBase and args and args[0].is_tensor():
+            return args[0].call_method(tx, fn.__name__, list(args[1:]), dict(kwargs))
+        return super().call_function(tx, args, kwargs)
+
+
+# -- torch._C's stack and state functions ----------------------------------------------
+
+def _push(tx, state, args, kwargs):
+    state.push(tx, args[0])
+    return ConstantVariable(None)
+
+
+def _pop(tx, state, args, kwargs):
+    return state.pop(tx)
+
+
+def _len(tx, state, args, kwargs):
+    return ConstantVariable(len(state.stack(tx)))
+
+
+def _at(tx, state, args, kwargs):
+    return state.at(tx, args[0].as_python_constant())
+
+
+def _mode_enabled(tx, state, args, kwargs):
+    state.touched = True
+    return ConstantVariable(state.modes_active())
+
+
+def _subclasses_enabled(tx, state, args, kwargs):
+    state.touched = True
+    return ConstantVariable(state.subclasses_enabled)
+
+
+def _all_disabled(tx, state, args, kwargs):
+    state.touched = True
+    return ConstantVariable(not state.modes_enabled)
+
+
+def _has_torch_function(tx, state, args, kwargs):
+    items = args[0].unpack(tx) if len(args) == 1 else list(args)
+    return ConstantVariable(state.needs_dispatch(items))
+
+
+def _has_torch_function_objects(tx, state, args, kwargs):
+    return ConstantVariable(state.needs_dispatch(list(args)))
+
+
+def _get_state(tx, state, args, kwargs):
+    state.touched = True
+    return TupleVariable([ConstantVariable(state.subclasses_enabled), ConstantVariable(state.modes_enabled)])
+
+
+def _set_state(tx, state, args, kwargs):
+    state.subclasses_enabled = bool(args[0].as_python_constant())
+    state.modes_enabled = bool(args[1].as_python_constant())
+    state.touched = True
+    return ConstantVariable(None)
+
+
+_STATE_CALLS = {
+    torch._C._push_on_torch_function_stack: _push,
+    torch._C._pop_torch_function_stack: _pop,
+    torch._C._len_torch_function_stack: _len,
+    torch._C._get_function_stack_at: _at,
+    torch._C._is_torch_function_mode_enabled: _mode_enabled,
+    torch._C._is_torch_function_enabled: _subclasses_enabled,
+    torch._C._is_torch_function_all_disabled: _all_disabled,
+    torch._C._has_torch_function: _has_torch_function,
+    torch._C._has_torch_function_unary: _has_torch_function_objects,
+    torch._C._has_torch_function_variadic: _has_torch_function_objects,
+    poly.torch_function_state: _get_state,
+    poly.set_torch_function_state: _set_state,
+}
+
+
+class TorchFunctionStateCall(VariableTracker):
+    """A function of ``torch._C`` that reads or changes the torch-function state (or one
+    of the polyfill's two state functions): it acts on the trace's symbolic state."""
+
+    def __init__(self, fn: Any, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.fn = fn
+
+    def _repr_body(self) -> str:
+        return getattr(self.fn, "__qualname__", repr(self.fn))
+
+    def python_type(self) -> type:
+        return type(self.fn)
+
+    def as_python_constant(self):
+        return self.fn
+
+    def identity(self):
+        return self.fn
+
+    def call_function(self, tx, args, kwargs) -> VariableTracker:
+        return _STATE_CALLS[self.fn](tx, tx.output.torch_function, list(args), dict(kwargs))
+
+
+@register_builder_by_id(*_STATE_CALLS)
+def _build_state_call(tx, value, source):
+    if source is not None:
+        tx.output.add_guard(source, GuardKind.ID_MATCH, value)
+    return TorchFunctionStateCall(value, source=source)
+
+
+class AllNotImplementedVariable(VariableTracker):
+    """``polyfills.torch_function.all_returned_not_implemented``: every handler answered
+    ``NotImplemented``; eager raises a ``TypeError`` naming them, so the call runs in
+    Python."""
+
+    def call_function(self, tx, args, kwargs) -> VariableTracker:
+        raise unsupported("all __torch_function__ handlers returned NotImplemented", repr(args[0]),
+                          "Eager raises a TypeError here; the call runs in Python to raise it.")
+
+
+@register_builder_by_id(poly.all_returned_not_implemented)
+def _build_not_implemented(tx, value, source):
+    return AllNotImplementedVariable(source=source)
+
+
+#: ``torch.overrides`` tables a handler may consult: called at trace time (constants)
+_FOLDED = (torch.overrides.get_default_nowrap_functions, torch.overrides.get_ignored_functions,
+           torch.overrides.get_overridable_functions, torch.overrides.is_tensor_method_or_property,
+           torch.overrides.resolve_name)
+
+
+class FoldedTableVariable(VariableTracker):
+    """A ``torch.overrides`` table function: called with constant arguments at trace time;
+    its answer is a constant (``func in get_default_nowrap_functions()``)."""
+
+    def __init__(self, fn: Any, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.fn = fn
+
+    def _repr_body(self) -> str:
+        return self.fn.__qualname__
+
+    def as_python_constant(self):
+        return self.fn
+
+    def identity(self):
+        return self.fn
+
+    def call_function(self, tx, args, kwargs) -> VariableTracker:
+        if not all(a.is_python_constant() for a in [*args, *kwargs.values()]):
+            raise unsupported("torch.overrides table with non-constant arguments", self._repr_body())
+        value = self.fn(*[a.as_python_constant() for a in args],
+                        **{k: v.as_python_constant() for k, v in kwargs.items()})
+        return ConstantVariable(frozenset(value) if isinstance(value, set) else value)
+
+
+@register_builder_by_id(*_FOLDED)
+def _build_folded(tx, value, source):
+    return FoldedTableVariable(value, source=source)
+
+
+__all__ = ["TorchFunctionState", "FunctionModeSource", "DispatchedFunctionVariable", "TorchFunctionStateCall",
+           "function_modes", "torch_function_cleared", "torch_function_as_at_call", "runtime_context", "without_torch_function",
+           "overrides_torch_function", "probe"]
