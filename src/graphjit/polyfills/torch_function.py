@@ -83,6 +83,20 @@ def dispatch(func, overloaded, types, args, kwargs):
     return all_returned_not_implemented(func)
 
 
+@substitute_for(torch.overrides.handle_torch_function)
+def handle_torch_function(public_api, relevant_args, *args, **kwargs):
+    """``torch.overrides.handle_torch_function``: the dispatch of a Python-level function
+    (``F.relu``, ``Tensor.split``) that found ``has_torch_function`` true."""
+    overloaded = torch.overrides._get_overloaded_args(relevant_args)
+    return dispatch(as_dispatched(public_api), overloaded, tuple(type(arg) for arg in overloaded), args, kwargs)
+
+
+def as_dispatched(func):
+    """``func`` as a handler receives it (traced: calling it runs the function without
+    dispatching again to what is popped or disabled)."""
+    return func
+
+
 def all_returned_not_implemented(func):
     """Every override answered ``NotImplemented``: eager raises a ``TypeError`` naming the
     handlers (traced, a graph break: the call then runs in Python and raises it)."""

@@ -180,6 +180,7 @@ def build_entry(fn, tx: InstructionTranslator, output: OutputGraph, global_state
     """Compile the graph and generate the transformed function for a finished trace."""
     code = fn.__code__
     bp = tx.break_point
+    output.torch_function.finish(tx)  # a changed mode stack: set after the graph
     values = [tx.return_value] if bp is None else break_values(tx, bp)
     values += output.side_effects.values()
     # tensors the graph computes that key a set or dict: outputs, in case one escapes
@@ -197,7 +198,6 @@ def build_entry(fn, tx: InstructionTranslator, output: OutputGraph, global_state
         # for a retrace with those it cannot (one the graph never reads) specialized
         output.pin_float_inputs()
         raise RestartAnalysis()
-    output.torch_function.check_unchanged()
     has_graph = output.count_calls() > 0 or bool(out_nodes)
     if bp is None and not has_graph and not output.side_effects and not output.prologue:
         # nothing for a graph: the frame runs as it is while the path it took holds (a

@@ -235,6 +235,11 @@ class AutogradFunctionApplyVariable(VariableTracker):
             raise unsupported("Function.apply on a non-Function", repr(args[0]))
         if "vjp" in cls.__dict__ or "jvp" in cls.__dict__ or "vmap" in cls.__dict__:
             raise unsupported("autograd.Function with custom vjp/jvp/vmap", cls.__qualname__)
+        if tx.output.torch_function.needs_dispatch(args[1:], kwargs):
+            raise unsupported("autograd.Function under __torch_function__ dispatch", f"{cls.__qualname__}.apply",
+                              "A torch-function mode is active (or an argument is a __torch_function__ "
+                              "subclass): the ops of its forward must reach it, as in eager, so the "
+                              "call runs in Python.")
         _speculate_forward(tx, args[0], cls, list(args[1:]), dict(kwargs))
         return tx.output.call(tx, "call_function", _apply_of(cls), list(args[1:]), dict(kwargs))
 

@@ -40,8 +40,9 @@ Contract (TorchDynamo's design, ``torch/_dynamo/variables/torch_function.py``):
   ops are what the handlers produced and must not dispatch again.  Outputs of subclass
   type are re-wrapped with ``as_subclass`` (``TensorVariable.reconstruct``).
 * A trace that ends with a different mode stack than it started with (a mode entered
-  and not left before a return or a graph break) is a graph break: the frame, or the
-  statement, runs in Python.
+  and not left before a return or a graph break, one left that was entered before the
+  call) sets the real stack after the graph, with the other side effects
+  (:meth:`TorchFunctionState.finish`).
 """
 
 from __future__ import annotations
@@ -58,16 +59,16 @@ from ..bytecode.instruction import Instruction, create_instruction
 from ..exc import observed, unsupported
 from ..guards.guard import GlobalQuery, GuardKind
 from ..polyfills import torch_function as poly
-from ..sources import GuardScope, Source
-from .base import LazyVariableTracker, VariableTracker, register_builder_by_id
+from ..sources import ConstSource, GuardScope, Source
+from .base import LazyVariableTracker, ValueMutationExisting, VariableTracker, register_builder_by_id
 from .constant import ConstantVariable
 from .dicts import DictVariable
-from .functions import UserFunctionVariable
+from .functions import UserFunctionVariable, UserMethodVariable
 from .objects import UserObjectVariable
 from .sequences import ListVariable, SliceVariable, TupleVariable
 from .sym_node import SymNodeVariable
 from .tensor import TensorVariable
-from .torch_function import TorchFunctionVariable
+from .torch_function import TorchFunctionVariable, is_torch_callable
 from . import tensor_subclasses as subclasses
 
 _DISABLED_IMPL = torch._C._disabled_torch_function_impl
@@ -107,6 +108,51 @@ class FunctionModeSource(Source):
 
 
 # -- the real stack ----------------------------------------------------------------------
+
+class _FunctionModeStack:
+    """The process's torch-function mode stack as a list-like object the side-effect
+    replay writes (``stack[:] = [modes]``, ``stack.append(mode)``)."""
+
+    def __setitem__(self, index, modes) -> None:
+        if index != slice(None):
+            raise TypeError("only the whole torch-function mode stack can be set")
+        while torch._C._len_torch_function_stack():
+            torch._C._pop_torch_function_stack()
+        for mode in modes:
+            torch._C._push_on_torch_function_stack(mode)
+
+    def append(self, mode) -> None:
+        torch._C._push_on_torch_function_stack(mode)
+
+    def __repr__(self) -> str:
+        return "<the torch-function mode stack>"
+
+
+FUNCTION_MODE_STACK = _FunctionModeStack()
+
+
+def pop_function_modes(n: int) -> None:
+    """Pop ``n`` modes: what the ``__exit__`` of ``n`` ``with Mode():`` blocks do when an
+    instruction run at a graph break inside them raises."""
+    for _ in range(n):
+        torch._C._pop_torch_function_stack()
+
+
+def resumable_exit(var: VariableTracker) -> bool:
+    """Is ``var`` the ``__exit__`` of a ``with Mode():`` block a graph break can resume
+    inside (TorchDynamo's ``is_supported_torch_function_mode``): a mode keeping
+    ``TorchFunctionMode``'s own ``__enter__``/``__exit__`` (they only push and pop, so
+    the block's state across the break is the mode stack, which is replayed) and no
+    ``__getattribute__`` of its own."""
+    if not isinstance(var, UserMethodVariable) or not isinstance(var.self_var, UserObjectVariable):
+        return False
+    fn = getattr(var.fn_var, "fn", None)
+    cls = var.self_var.python_type()
+    return fn is TorchFunctionMode.__exit__ and issubclass(cls, TorchFunctionMode) and \
+        subclasses.static_attr(cls, "__enter__") is TorchFunctionMode.__enter__ and \
+        subclasses.static_attr(cls, "__exit__") is TorchFunctionMode.__exit__ and \
+        subclasses.static_attr(cls, "__getattribute__") is object.__getattribute__
+
 
 def function_modes() -> tuple:
     """The torch-function modes active now, bottom first."""
@@ -273,21 +319,24 @@ class TorchFunctionState:
             raise observed(RuntimeError, "Tried to get stack at idx that's too big")
         return stack[index]
 
-    def check_unchanged(self) -> None:
-        """Where a trace ends (a return, a graph break) the stack must be the one it began
-        with: the code after the graph runs with the real stack."""
-        if self._stack is None:
+    def finish(self, tx) -> None:
+        """Where a trace ends (a return, a graph break): a stack that differs from the one
+        the trace began with (a mode entered and not exited, one exited that was entered
+        before the call) is set after the graph, in program order with the other side
+        effects, as a rebuild of :data:`FUNCTION_MODE_STACK` (new mode objects are
+        materialized with their attributes)."""
+        if self._stack is None or self._unchanged():
             return
+        var = ListVariable(list(self._stack), mutation_type=ValueMutationExisting(),
+                           source=ConstSource(FUNCTION_MODE_STACK, "torch_function_mode_stack"))
+        tx.output.side_effects.list_mutation(var, "set")
+
+    def _unchanged(self) -> bool:
         initial = self.initial_modes
-        same = len(self._stack) == len(initial) and all(
-            isinstance(v, UserObjectVariable) and v.value is m or
-            isinstance(v, LazyVariableTracker) and v.peek_value() is m
+        return len(self._stack) == len(initial) and all(
+            isinstance(v, LazyVariableTracker) and not v.is_realized() and v.peek_value() is m or
+            isinstance(v, (UserObjectVariable, LazyVariableTracker)) and getattr(v, "value", None) is m
             for v, m in zip(self._stack, initial))
-        if not same:
-            raise unsupported("torch-function mode stack changed across a graph boundary",
-                              f"{len(initial)} modes at the start, {len(self._stack)} at the end",
-                              "A mode entered and not exited in this frame (or a graph break inside "
-                              "a `with Mode():` block that cannot resume) runs in Python.")
 
     # -- decisions ----------------------------------------------------------------------
     def modes_active(self) -> bool:
@@ -451,7 +500,7 @@ def _stand_in(var: VariableTracker, known: dict) -> Any:
     """The trace-time value standing for ``var`` in a probe (a fake tensor, a SymInt, a
     constant); ``known`` maps ``id(stand-in)`` back to the tracker."""
     if isinstance(var, (TensorVariable, SymNodeVariable)):
-        value = var._example if isinstance(var, TensorVariable) else var.example
+        value = var._example if isinstance(var, TensorVariable) else var.sym
         known[id(value)] = var
         return value
     if isinstance(var, (TupleVariable, ListVariable)):
@@ -523,14 +572,30 @@ class DispatchedFunctionVariable(TorchFunctionVariable):
     hashed as the real object; calling it runs the op (dispatching again only to what is
     still active: the outer modes, subclasses outside ``DisableTorchFunctionSubclass``)."""
 
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        value = getattr(self.fn, name, None)
+        if isinstance(value, (types.GetSetDescriptorType, types.MemberDescriptorType)):
+            return ConstantVariable(value)  # ``func.__self__`` of a property's ``__get__``
+        return super().var_getattr(tx, name)
+
     def call_function(self, tx, args, kwargs) -> VariableTracker:
         fn = self.fn
         owner = getattr(fn, "__self__", None)
         if isinstance(owner, types.GetSetDescriptorType) and fn.__name__ == "__get__" and args:
             return args[0].var_getattr(tx, owner.__name__)  # ``Tensor.shape.__get__(x)``
-        if getattr(fn, "__objclass__", None) is torch._C.TensorBase and args and args[0].is_tensor():
+        if args and args[0].is_tensor() and (getattr(fn, "__objclass__", None) is torch._C.TensorBase
+                                             or is_tensor_python_method(fn)):
+            if isinstance(fn, types.FunctionType) and tx.output.torch_function.needs_dispatch(args, kwargs):
+                return UserFunctionVariable(fn).call_function(tx, args, kwargs)  # (an outer mode)
             return args[0].call_method(tx, fn.__name__, list(args[1:]), dict(kwargs))
+        if isinstance(fn, types.FunctionType) and not is_torch_callable(fn):
+            return UserFunctionVariable(fn).call_function(tx, args, kwargs)
         return super().call_function(tx, args, kwargs)
+
+
+def is_tensor_python_method(fn: Any) -> bool:
+    """A Python-level method of ``torch.Tensor`` (``Tensor.split``, ``Tensor.__rsub__``)."""
+    return isinstance(fn, types.FunctionType) and vars(torch.Tensor).get(fn.__name__) is fn
 
 
 # -- torch._C's stack and state functions ----------------------------------------------
@@ -645,6 +710,22 @@ class AllNotImplementedVariable(VariableTracker):
                           "Eager raises a TypeError here; the call runs in Python to raise it.")
 
 
+class AsDispatchedVariable(VariableTracker):
+    """``polyfills.torch_function.as_dispatched``: the ``public_api`` of a Python-level
+    function's dispatch as a :class:`DispatchedFunctionVariable`."""
+
+    def call_function(self, tx, args, kwargs) -> VariableTracker:
+        func = args[0]
+        if func.is_python_constant() and callable(func.as_python_constant()):
+            return DispatchedFunctionVariable(func.as_python_constant())
+        return func
+
+
+@register_builder_by_id(poly.as_dispatched)
+def _build_as_dispatched(tx, value, source):
+    return AsDispatchedVariable(source=source)
+
+
 @register_builder_by_id(poly.all_returned_not_implemented)
 def _build_not_implemented(tx, value, source):
     return AllNotImplementedVariable(source=source)
@@ -687,5 +768,5 @@ def _build_folded(tx, value, source):
 
 
 __all__ = ["TorchFunctionState", "FunctionModeSource", "DispatchedFunctionVariable", "TorchFunctionStateCall",
-           "function_modes", "torch_function_cleared", "torch_function_as_at_call", "runtime_context", "without_torch_function",
+           "function_modes", "torch_function_cleared", "resumable_exit", "pop_function_modes", "FUNCTION_MODE_STACK", "torch_function_as_at_call", "runtime_context", "without_torch_function",
            "overrides_torch_function", "probe"]
