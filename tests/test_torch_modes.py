@@ -739,3 +739,60 @@ def test_transform_getitem_to_index_gradients():
         assert_equal((score.grad, BIAS.grad), expected)
     finally:
         BIAS = old
+
+
+def break_in_mode_and_grad_blocks(x):
+    with torch.no_grad():
+        with Scale(2.0):
+            y = x.add(1)
+            print("break")
+            return y.add(2)
+
+
+def test_internal_error_in_a_resume_function_leaves_the_blocks(monkeypatch, capsys):
+    """A graph break inside ``with torch.no_grad(): with Mode():`` resumes inside both
+    blocks; graphjit failing to compile the resume function leaves them (grad mode and
+    the mode stack restored), as the exception leaving the blocks would in eager."""
+    original = torch_modes.DispatchedFunctionVariable.call_function
+
+    def fail_in_resume(self, tx, args, kwargs):
+        root = tx
+        while root.parent is not None:
+            root = root.parent
+        if root.code.co_name.startswith("__resume"):  # inside the handler, in the resume's trace
+            raise RuntimeError("injected failure")
+        return original(self, tx, args, kwargs)
+
+    monkeypatch.setattr(torch_modes.DispatchedFunctionVariable, "call_function", fail_in_resume)
+    compiled = graphjit.compile(break_in_mode_and_grad_blocks, backend="eager")
+    with pytest.raises(InternalError, match="injected failure"):
+        compiled(X)
+    assert state() == ([], True, False, 0, True)
+    monkeypatch.undo()
+    run_both(break_in_mode_and_grad_blocks, X)
+
+
+class RaisesLater(TorchFunctionMode):
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func is torch.Tensor.mul:
+            raise Boom("no mul")
+        return func(*args, **(kwargs or {}))
+
+
+def user_error_in_grad_and_mode_blocks(x):
+    with torch.no_grad():
+        with RaisesLater():
+            y = x.add(1)
+            print("break")
+            return y.mul(2)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_user_exception_after_a_break_in_grad_and_mode_blocks(backend, capsys):
+    with pytest.raises(Boom, match="no mul"):
+        run_both(user_error_in_grad_and_mode_blocks, X, backend=backend)
+    compiled = graphjit.compile(user_error_in_grad_and_mode_blocks, backend=backend)
+    for _ in range(2):
+        with pytest.raises(Boom, match="no mul"):
+            compiled(X)
+        assert state() == ([], True, False, 0, True)

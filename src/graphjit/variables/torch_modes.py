@@ -138,6 +138,11 @@ def pop_function_modes(n: int) -> None:
         torch._C._pop_torch_function_stack()
 
 
+def is_mode_exit(value: Any) -> bool:
+    """Is ``value`` the bound ``__exit__`` of a ``with Mode():`` block (run time)?"""
+    return isinstance(value, types.MethodType) and value.__func__ is TorchFunctionMode.__exit__
+
+
 def resumable_exit(var: VariableTracker) -> bool:
     """Is ``var`` the ``__exit__`` of a ``with Mode():`` block a graph break can resume
     inside (TorchDynamo's ``is_supported_torch_function_mode``): a mode keeping
@@ -768,5 +773,5 @@ def _build_folded(tx, value, source):
 
 
 __all__ = ["TorchFunctionState", "FunctionModeSource", "DispatchedFunctionVariable", "TorchFunctionStateCall",
-           "function_modes", "torch_function_cleared", "resumable_exit", "pop_function_modes", "FUNCTION_MODE_STACK", "torch_function_as_at_call", "runtime_context", "without_torch_function",
+           "function_modes", "torch_function_cleared", "resumable_exit", "is_mode_exit", "pop_function_modes", "FUNCTION_MODE_STACK", "torch_function_as_at_call", "runtime_context", "without_torch_function",
            "overrides_torch_function", "probe"]
