@@ -796,3 +796,11 @@ def test_user_exception_after_a_break_in_grad_and_mode_blocks(backend, capsys):
         with pytest.raises(Boom, match="no mul"):
             compiled(X)
         assert state() == ([], True, False, 0, True)
+
+
+@pytest.mark.slow
+def test_inductor_under_modes():
+    """Inductor compiles what the handlers called (a mode entered inside, one at the call:
+    the compiled kernels run with torch function disabled)."""
+    run_both(handler_calls_torch, X, backend="inductor", fullgraph=True)
+    run_both(plain, X, backend="inductor", modes=(Scale_2,))
