@@ -479,7 +479,7 @@ LAYERS = ["base", "constant", "sym_node", "tensor", "sequences", "dicts", "sets"
           "functions", "exceptions", "object_protocol", "instance_attrs",
           "dict_objects", "objects", "nn_module", "operators",
           "grad_mode", "builtins", "library", "torch_function", "checkpoint", "tensor_subclasses",
-          "torch_modes", "builder"]
+          "mode_stack", "dispatch_probe", "torch_modes", "builder"]
 
 
 def _is_type_checking(node):

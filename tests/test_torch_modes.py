@@ -804,3 +804,42 @@ def test_inductor_under_modes():
     the compiled kernels run with torch function disabled)."""
     run_both(handler_calls_torch, X, backend="inductor", fullgraph=True)
     run_both(plain, X, backend="inductor", modes=(Scale_2,))
+
+
+# --------------------------------------------------------------------------------------
+# 9. DeviceContext: ``with torch.device(...)`` and ``torch.set_default_device``
+# --------------------------------------------------------------------------------------
+
+def device_block(x):
+    with torch.device("meta"):
+        y = torch.ones(3)
+        z = torch.zeros(2, device="cpu")
+    return y.device, z.device, x + 1, torch.ones(1).device
+
+
+def factory_plus(x):
+    return torch.ones(3) + x, torch.arange(3).device
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_device_block_inside_compiled_code(backend):
+    """``with torch.device(d):`` pushes a ``DeviceContext`` mode (its ``__enter__`` and
+    ``__torch_function__`` traced, ``CURRENT_DEVICE`` written and put back)."""
+    cnt = run_both(device_block, X[0, :3], backend=backend, fullgraph=True)
+    assert cnt.frame_count == 1
+    assert torch_compile_graphs(device_block, X[0, :3]) == 0  # torch.compile makes no graph of it
+    assert torch.utils._device.CURRENT_DEVICE is None
+
+
+def test_default_device_changed_between_calls():
+    graphjit.reset()
+    compiled = graphjit.compile(factory_plus, backend="eager")
+    for device in (None, "meta", None, "meta"):
+        torch.set_default_device(device)
+        try:
+            x = torch.zeros(3)
+            out, expected = compiled(x), factory_plus(x)
+            assert out[0].device == expected[0].device and out[1] == expected[1]
+        finally:
+            torch.set_default_device(None)
+    assert graphjit.stats()["frames_total"] == 2

@@ -54,7 +54,8 @@ from ..variables import (
     is_new,
 )
 from ..variables.nn_module import is_leaf_module
-from ..variables.torch_modes import pop_function_modes, resumable_exit
+from ..variables.mode_stack import pop_function_modes
+from ..variables.torch_modes import resumable_exit
 from .codegen import PyCodegen
 from .resume import cell_names, copy_instructions, resume_code, stack_name, super_first_arg
 

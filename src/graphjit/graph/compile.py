@@ -15,7 +15,7 @@ from ..bytecode.instruction import create_instruction
 from ..exc import InternalError
 from ..variables import TensorVariable, VariableTracker
 from ..variables.sym_node import SymNodeVariable
-from ..variables.torch_modes import overrides_torch_function, without_torch_function
+from ..variables.mode_stack import overrides_torch_function, without_torch_function
 from .codegen import PyCodegen
 from .output_graph import GraphArg, OutputGraph
 

@@ -44,7 +44,7 @@ from ..guards.guard import GuardKind, snapshot_global_state
 from ..sources import AttrSource, ChainedSource, GetItemSource, ObjectKey, module_attr_source
 from ..variables.constant import is_constant_value
 from ..variables.nn_module import forward_reads
-from ..variables.torch_modes import overrides_torch_function, torch_function_as_at_call, torch_function_cleared
+from ..variables.mode_stack import overrides_torch_function, torch_function_as_at_call, torch_function_cleared
 from ..tracer.translator import InstructionTranslator, Speculation
 from . import stats
 from .mode_state import preserved_modes

@@ -31,7 +31,7 @@ from ..graph.shapes import ShapePolicy
 from ..exc import InternalError, Unsupported
 from ..variables.grad_mode import GradModeExit
 from ..variables.nn_module import has_hooks
-from ..variables.torch_modes import is_mode_exit
+from ..variables.mode_stack import is_mode_exit
 from ..variables.object_protocol import type_attr_raw
 from ..trace_rules import forget_frame_decisions, register_dependent_cache
 from . import stats

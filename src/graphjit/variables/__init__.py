@@ -6,7 +6,8 @@ mutation types, lazy trackers, the builder registry) → ``constant`` → ``sym_
 → ``exceptions`` → ``object_protocol``, ``instance_attrs``, ``dict_objects``, ``objects``,
 ``nn_module`` (Python objects) →
 ``operators``, ``grad_mode``, ``builtins``, ``torch_function``, ``checkpoint`` →
-``tensor_subclasses``, ``torch_modes`` (``__torch_function__``) → ``builder`` (how callables
+``tensor_subclasses``, ``mode_stack``, ``dispatch_probe``, ``torch_modes`` (``__torch_function__``) →
+``builder`` (how callables
 are modelled).  Importing this package imports them all, which registers every builder.
 """
 

@@ -144,7 +144,8 @@ def as_subclass(tx, tensor: TensorVariable, args: list, kwargs: dict) -> Variabl
     """``tensor.as_subclass(cls)``: the same graph value with another Python type (eager
     makes a new object sharing the data; the graph has nothing to compute)."""
     if kwargs or len(args) != 1 or not args[0].is_python_constant():
-        raise unsupported("Tensor.as_subclass with a non-constant class", repr(args))
+        raise unsupported("Tensor.as_subclass with a non-constant class",
+                          f"as_subclass with {len(args)} positional and {len(kwargs)} keyword arguments")
     cls = args[0].as_python_constant()
     if not (isinstance(cls, type) and issubclass(cls, torch.Tensor)):
         raise unsupported("Tensor.as_subclass to a non-tensor class", repr(cls))

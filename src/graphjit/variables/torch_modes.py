@@ -3,144 +3,65 @@ and the dispatch of every call site eager dispatches (modes and subclasses).
 
 Contract (TorchDynamo's design, ``torch/_dynamo/variables/torch_function.py``):
 
-* **The real mode stack is empty while tracing.**  ``runtime/convert_frame`` traces, builds
-  guards and compiles inside :func:`torch_function_cleared` (subclass dispatch off too),
-  so graphjit's own fake runs, metadata reads and the backend never reach a user's mode
-  or a subclass's ``__torch_function__``.  The trace holds a *symbolic* copy,
-  :class:`TorchFunctionState` (``tx.output.torch_function``): the modes that were active
-  at the call (lazy trackers read through :class:`FunctionModeSource`, ``mode stack[i]``)
-  and the flags of ``DisableTorchFunction``/``DisableTorchFunctionSubclass``.
-  ``torch._C``'s stack functions (``_push_on_torch_function_stack``, ``_pop_...``,
-  ``_len_...``, ``_get_function_stack_at``, ``_is_torch_function_mode_enabled``,
-  ``has_torch_function*``...) act on that copy (:class:`TorchFunctionStateCall`), so
-  ``with Mode():``, ``torch.overrides``' helpers and a mode's own ``__enter__`` are traced
-  like any Python.
+* **The real mode stack is empty while tracing** (``mode_stack.torch_function_cleared``
+  around the trace, its guards and its compile): graphjit's own fake runs, metadata reads
+  and the backend never reach a user's mode or a subclass's ``__torch_function__``.  The
+  trace holds a *symbolic* copy, :class:`TorchFunctionState` (``tx.output.torch_function``):
+  the modes active at the call (lazy trackers read through ``FunctionModeSource``) and the
+  flags of ``DisableTorchFunction``/``DisableTorchFunctionSubclass``.  ``torch._C``'s stack
+  and state functions (``_push_on_torch_function_stack``, ``_pop_...``, ``_len_...``,
+  ``_get_function_stack_at``, ``_is_torch_function_mode_enabled``, ``has_torch_function*``)
+  act on that copy (:class:`TorchFunctionStateCall`), so ``with Mode():``, a mode's own
+  ``__enter__`` and ``torch.overrides``' helpers are traced like any Python.
 * **Dispatch happens where eager dispatches**, decided by the trackers' types and the
   symbolic state (:meth:`TorchFunctionState.needs_dispatch`): torch functions
   (:meth:`~TorchFunctionState.call_function`), tensor methods
-  (:meth:`~TorchFunctionState.call_method`), tensor attributes that are C properties
+  (:meth:`~TorchFunctionState.call_method`), tensor C properties
   (:meth:`~TorchFunctionState.tensor_getattr`) and operators
   (:meth:`~TorchFunctionState.operator`).  A Python-level target (``F.relu``,
   ``Tensor.split``, ``Tensor.__rsub__``) is inlined: its own ``has_torch_function`` check
-  dispatches, with eager's arguments.  A C target is *probed*: called on the fake
-  tensors under a recording mode (and a dispatch mode that aborts before any kernel), so
-  eager's own argument parser says whether it dispatches and with which ``func``,
-  ``args`` and ``kwargs`` (``x + 1`` dispatches ``Tensor.add``; ``torch.from_numpy`` does
-  not dispatch).  The dispatch itself is ``polyfills.torch_function.dispatch``, traced:
-  the top mode is popped while its ``__torch_function__`` runs, then each overloaded
-  argument's ``__torch_function__``.  The ``func`` a handler gets is
-  :class:`DispatchedFunctionVariable`; calling it runs the op without dispatching again
-  (the mode is popped), so the graph holds what the handlers call.
+  dispatches, with eager's arguments.  A C target is probed (``dispatch_probe``): eager's
+  own argument parser says whether it dispatches and with which ``func``, ``args`` and
+  ``kwargs``.  The dispatch itself is ``polyfills.torch_function.dispatch``, traced: the
+  top mode popped while its ``__torch_function__`` runs, then each overloaded argument's
+  ``__torch_function__``.  The ``func`` a handler gets is :class:`DispatchedFunctionVariable`;
+  calling it runs the op without dispatching again to what is popped, so the graph holds
+  what the handlers call.
 * **Guards**: the mode stack's types, position by position, and the dispatch-mode stack's
-  emptiness are checked on every call (``guards/guard.py``, first among the checks); the
-  enable flags are checked where a trace dispatched (:meth:`~TorchFunctionState.guard_queries`).
-  Mode attributes a handler reads are guarded through their source like any object's.
-* **At run time** a graph traced under modes, or over inputs of ``__torch_function__``
-  subclasses, runs with torch function disabled (:func:`runtime_context`): the graph's
-  ops are what the handlers produced and must not dispatch again.  Outputs of subclass
-  type are re-wrapped with ``as_subclass`` (``TensorVariable.reconstruct``).
-* A trace that ends with a different mode stack than it started with (a mode entered
-  and not left before a return or a graph break, one left that was entered before the
-  call) sets the real stack after the graph, with the other side effects
-  (:meth:`TorchFunctionState.finish`).
+  emptiness are checked first on every call (``guards/guard.py``); the enable flags where
+  a trace dispatched (:meth:`~TorchFunctionState.guard_queries`).  Mode attributes a
+  handler reads are guarded through their source like any object's.
+* **The stack after the graph.**  A trace that ends with another stack than it began with
+  (a mode entered and not exited, one exited that was entered before the call) sets the
+  real stack after the graph, with the other side effects (:meth:`TorchFunctionState.finish`).
+  A graph break inside a ``with Mode():`` block resumes there (:func:`resumable_exit`): the
+  stack is set before the broken instruction, which pops the modes again if it raises.
 """
 
 from __future__ import annotations
 
-import contextlib
 import types
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode
-from torch.utils._python_dispatch import TorchDispatchMode
 
-from ..bytecode.instruction import Instruction, create_instruction
 from ..exc import observed, unsupported
 from ..guards.guard import GlobalQuery, GuardKind
 from ..polyfills import torch_function as poly
-from ..sources import ConstSource, GuardScope, Source
+from ..sources import ConstSource
 from .base import LazyVariableTracker, ValueMutationExisting, VariableTracker, register_builder_by_id
 from .constant import ConstantVariable
 from .dicts import DictVariable
+from .dispatch_probe import UNPROBED, probe
 from .functions import UserFunctionVariable, UserMethodVariable
+from .mode_stack import FUNCTION_MODE_STACK, FunctionModeSource, function_modes, overrides_torch_function, \
+    runtime_context
 from .objects import UserObjectVariable
-from .sequences import ListVariable, SliceVariable, TupleVariable
-from .sym_node import SymNodeVariable
+from .sequences import ListVariable, TupleVariable
 from .tensor import TensorVariable
 from .torch_function import TorchFunctionVariable, is_torch_callable
 from . import tensor_subclasses as subclasses
-
-_DISABLED_IMPL = torch._C._disabled_torch_function_impl
-
-
-# -- sources -----------------------------------------------------------------------------
-
-class FunctionModeSource(Source):
-    """``torch._C._get_function_stack_at(index)``: a mode active at the call."""
-
-    __slots__ = ("index",)
-
-    def __init__(self, index: int) -> None:
-        self.index = index
-
-    def __eq__(self, other) -> bool:
-        return type(other) is FunctionModeSource and other.index == self.index
-
-    def __hash__(self) -> int:
-        return hash(("function mode", self.index))
-
-    def display(self) -> str:
-        return f"torch_function_mode_stack[{self.index}]"
-
-    def render(self, scope: GuardScope) -> str:
-        return f"{scope.ref(torch._C._get_function_stack_at)}({self.index})"
-
-    def reconstruct(self) -> list[Instruction]:
-        return [create_instruction("PUSH_NULL"),
-                create_instruction("LOAD_CONST", argval=torch._C._get_function_stack_at),
-                create_instruction("LOAD_CONST", argval=self.index),
-                create_instruction("PRECALL", arg=1), create_instruction("CALL", arg=1)]
-
-    @property
-    def is_global(self) -> bool:
-        return True
-
-
-# -- the real stack ----------------------------------------------------------------------
-
-class _FunctionModeStack:
-    """The process's torch-function mode stack as a list-like object the side-effect
-    replay writes (``stack[:] = [modes]``, ``stack.append(mode)``)."""
-
-    def __setitem__(self, index, modes) -> None:
-        if index != slice(None):
-            raise TypeError("only the whole torch-function mode stack can be set")
-        while torch._C._len_torch_function_stack():
-            torch._C._pop_torch_function_stack()
-        for mode in modes:
-            torch._C._push_on_torch_function_stack(mode)
-
-    def append(self, mode) -> None:
-        torch._C._push_on_torch_function_stack(mode)
-
-    def __repr__(self) -> str:
-        return "<the torch-function mode stack>"
-
-
-FUNCTION_MODE_STACK = _FunctionModeStack()
-
-
-def pop_function_modes(n: int) -> None:
-    """Pop ``n`` modes: what the ``__exit__`` of ``n`` ``with Mode():`` blocks do when an
-    instruction run at a graph break inside them raises."""
-    for _ in range(n):
-        torch._C._pop_torch_function_stack()
-
-
-def is_mode_exit(value: Any) -> bool:
-    """Is ``value`` the bound ``__exit__`` of a ``with Mode():`` block (run time)?"""
-    return isinstance(value, types.MethodType) and value.__func__ is TorchFunctionMode.__exit__
 
 
 def resumable_exit(var: VariableTracker) -> bool:
@@ -157,98 +78,6 @@ def resumable_exit(var: VariableTracker) -> bool:
         subclasses.static_attr(cls, "__enter__") is TorchFunctionMode.__enter__ and \
         subclasses.static_attr(cls, "__exit__") is TorchFunctionMode.__exit__ and \
         subclasses.static_attr(cls, "__getattribute__") is object.__getattribute__
-
-
-def function_modes() -> tuple:
-    """The torch-function modes active now, bottom first."""
-    return tuple(torch._C._get_function_stack_at(i) for i in range(torch._C._len_torch_function_stack()))
-
-
-@contextlib.contextmanager
-def torch_function_cleared() -> Iterator[tuple]:
-    """Run with the torch-function mode stack empty and subclass dispatch off (tracing,
-    building guards, compiling: a mode or subclass of the call must not see graphjit's
-    own tensor work, fake propagation included); the stack and the flags are put back
-    afterwards however the block ends."""
-    saved, state = function_modes(), torch._C._get_torch_function_state()
-    for _ in saved:
-        torch._C._pop_torch_function_stack()
-    if state == torch._C._TorchFunctionState.ENABLED:
-        torch._C._set_torch_function_state(torch._C._TorchFunctionState.SUBCLASSES_DISABLED)
-    try:
-        yield saved
-    finally:
-        torch._C._set_torch_function_state(state)
-        while torch._C._len_torch_function_stack():
-            torch._C._pop_torch_function_stack()
-        for mode in saved:
-            torch._C._push_on_torch_function_stack(mode)
-
-
-@contextlib.contextmanager
-def torch_function_as_at_call(state: "TorchFunctionState") -> Iterator[None]:
-    """Inside :func:`torch_function_cleared`: the stack and flags as the call had them
-    (a new entry's guard checked against the call it was traced from)."""
-    old = torch._C._get_torch_function_state()
-    for mode in state.initial_modes:
-        torch._C._push_on_torch_function_stack(mode)
-    torch._C._set_torch_function_state(
-        torch._C._TorchFunctionState.ENABLED if state.initial_subclasses else
-        torch._C._TorchFunctionState.SUBCLASSES_DISABLED if state.initial_modes_enabled else
-        torch._C._TorchFunctionState.ALL_DISABLED)
-    try:
-        yield
-    finally:
-        torch._C._set_torch_function_state(old)
-        for _ in state.initial_modes:
-            torch._C._pop_torch_function_stack()
-
-
-def runtime_context(initial_modes: bool):
-    """What a compiled graph runs under (``None``: nothing): ``DisableTorchFunction`` when
-    the trace ran under modes (the graph holds what their handlers called)."""
-    return torch._C.DisableTorchFunction if initial_modes else None
-
-
-def without_torch_function(fn, context, plain: tuple[int, ...] = ()):
-    """``fn`` run under ``context()`` (see :func:`runtime_context`; ``None``: as it is),
-    with the inputs at positions ``plain`` (``__torch_function__`` subclasses) passed as
-    plain tensors: the graph holds what their ``__torch_function__`` produced."""
-    if not plain:
-        def run(*args):
-            with context():
-                return fn(*args)
-    else:
-        def run(*args):
-            args = list(args)
-            for i in plain:
-                args[i] = args[i].as_subclass(torch.Tensor)
-            if context is None:
-                return fn(*args)
-            with context():
-                return fn(*args)
-
-    run.__wrapped__ = fn
-    return run
-
-
-_DEFAULT_IMPL = torch.Tensor.__torch_function__.__func__
-
-
-def overrides_torch_function(cls: type) -> bool:
-    """Does an object of ``cls`` take part in ``__torch_function__`` dispatch (as C's
-    ``check_has_torch_function``: not a plain ``Tensor``/``Parameter``, and a
-    ``__torch_function__`` that is not the disabled one)?  A traceable wrapper subclass
-    (``__tensor_flatten__``) keeping ``Tensor``'s default does not: as in TorchDynamo,
-    its ``__torch_dispatch__`` runs on fake inner tensors instead, and AOTAutograd
-    flattens it."""
-    if cls is torch.Tensor or cls is torch.nn.Parameter:
-        return False
-    impl = getattr(cls, "__torch_function__", _DISABLED_IMPL)
-    func = getattr(impl, "__func__", impl)
-    if func is _DISABLED_IMPL:
-        return False
-    return not (func is _DEFAULT_IMPL and hasattr(cls, "__tensor_flatten__"))
 
 
 def _overloaded(var: VariableTracker) -> bool:
@@ -436,7 +265,7 @@ class TorchFunctionState:
         if probed is None:
             return None  # eager does not dispatch this call
         func, p_args, p_kwargs = probed
-        if func is _UNPROBED:  # arguments with no trace-time stand-in: the call as written
+        if func is UNPROBED:  # arguments with no trace-time stand-in: the call as written
             func, p_args, p_kwargs = target, TupleVariable(list(args)), \
                 (DictVariable(dict(kwargs)) if kwargs else ConstantVariable(None))
         return self.dispatch(tx, func, p_args, p_kwargs)
@@ -466,107 +295,6 @@ def overloaded_args(args: list) -> list:
         index = next((i for i, old in enumerate(out) if issubclass(cls, old.python_type())), len(out))
         out.insert(index, arg)
     return out
-
-
-# -- probing eager's argument parser ----------------------------------------------------
-
-_UNPROBED = object()
-
-
-class _Dispatched(Exception):
-    def __init__(self, func, args, kwargs) -> None:
-        super().__init__()
-        self.func, self.args, self.kwargs = func, args, kwargs
-
-
-class _Reached(Exception):
-    pass
-
-
-class _Recorder(TorchFunctionMode):
-    """Answers the first dispatch with :class:`_Dispatched` (nothing runs)."""
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        raise _Dispatched(func, args, kwargs)
-
-
-class _Abort(TorchDispatchMode):
-    """Stops a call that did not dispatch before any kernel runs."""
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        raise _Reached()
-
-
-class _NoStandIn(Exception):
-    pass
-
-
-def _stand_in(var: VariableTracker, known: dict) -> Any:
-    """The trace-time value standing for ``var`` in a probe (a fake tensor, a SymInt, a
-    constant); ``known`` maps ``id(stand-in)`` back to the tracker."""
-    if isinstance(var, (TensorVariable, SymNodeVariable)):
-        value = var._example if isinstance(var, TensorVariable) else var.sym
-        known[id(value)] = var
-        return value
-    if isinstance(var, (TupleVariable, ListVariable)):
-        items = [_stand_in(v, known) for v in var.items]
-        return tuple(items) if isinstance(var, TupleVariable) else items
-    if isinstance(var, SliceVariable):
-        return slice(*(_stand_in(p, known) for p in var.parts))
-    if isinstance(var, UserObjectVariable) and var.value is not None:
-        known[id(var.value)] = var
-        return var.value
-    if var.is_python_constant():
-        return var.as_python_constant()
-    raise _NoStandIn()
-
-
-def _tracker_of(value: Any, known: dict) -> VariableTracker:
-    found = known.get(id(value))
-    if found is not None:
-        return found
-    if type(value) is tuple:
-        return TupleVariable([_tracker_of(v, known) for v in value])
-    if type(value) is list:
-        return ListVariable([_tracker_of(v, known) for v in value])
-    if type(value) is slice:
-        return SliceVariable(*(_tracker_of(v, known) for v in (value.start, value.stop, value.step)))
-    if type(value) is dict:
-        return DictVariable({k: _tracker_of(v, known) for k, v in value.items()})
-    if isinstance(value, (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool)):
-        raise _NoStandIn()
-    return ConstantVariable(value)
-
-
-def probe(target: Any, args: list, kwargs: dict):
-    """Call ``target`` on the trace-time stand-ins of ``args`` with a recording mode on
-    top: ``(func, args, kwargs)`` as eager's argument parser passes them to
-    ``__torch_function__`` (trackers), ``None`` if it does not dispatch, or ``(_UNPROBED,
-    ...)`` when an argument has no stand-in.  No kernel runs: a dispatch mode stops the
-    call at the dispatcher."""
-    known: dict = {}
-    try:
-        values = [_stand_in(a, known) for a in args]
-        kwvalues = {k: _stand_in(v, known) for k, v in kwargs.items()}
-    except _NoStandIn:
-        return _UNPROBED, None, None
-    state = torch._C._get_torch_function_state()
-    torch._C._set_torch_function_state(torch._C._TorchFunctionState.ENABLED)
-    try:
-        with _Abort(), _Recorder():
-            target(*values, **kwvalues)
-    except _Dispatched as d:
-        try:
-            p_args = _tracker_of(tuple(d.args), known)
-            p_kwargs = ConstantVariable(None) if d.kwargs is None else _tracker_of(dict(d.kwargs), known)
-        except _NoStandIn:
-            return _UNPROBED, None, None
-        return d.func, p_args, p_kwargs
-    except Exception:  # it stopped before dispatching (a kernel, a bad argument)
-        return None
-    finally:
-        torch._C._set_torch_function_state(state)
-    return None
 
 
 # -- the func a handler receives -------------------------------------------------------
@@ -711,7 +439,9 @@ class AllNotImplementedVariable(VariableTracker):
     Python."""
 
     def call_function(self, tx, args, kwargs) -> VariableTracker:
-        raise unsupported("all __torch_function__ handlers returned NotImplemented", repr(args[0]),
+        func = args[0].as_python_constant() if args[0].is_python_constant() else None
+        raise unsupported("all __torch_function__ handlers returned NotImplemented",
+                          getattr(func, "__qualname__", None) or getattr(func, "__name__", "a torch function"),
                           "Eager raises a TypeError here; the call runs in Python to raise it.")
 
 
@@ -772,6 +502,5 @@ def _build_folded(tx, value, source):
     return FoldedTableVariable(value, source=source)
 
 
-__all__ = ["TorchFunctionState", "FunctionModeSource", "DispatchedFunctionVariable", "TorchFunctionStateCall",
-           "function_modes", "torch_function_cleared", "resumable_exit", "is_mode_exit", "pop_function_modes", "FUNCTION_MODE_STACK", "torch_function_as_at_call", "runtime_context", "without_torch_function",
-           "overrides_torch_function", "probe"]
+__all__ = ["TorchFunctionState", "DispatchedFunctionVariable", "TorchFunctionStateCall", "resumable_exit",
+           "overloaded_args", "is_tensor_python_method"]
