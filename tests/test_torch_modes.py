@@ -206,8 +206,15 @@ def module_call(x, y, lin=torch.nn.Linear(4, 2)):
         return lin(x), torch.nn.functional.linear(y, lin.weight)
 
 
+def iteration(x, y):
+    with Logging():  # eager: Tensor.__iter__ dispatches dim() and unbind(0)
+        rows = [r.sum() for r in x]
+        a, b, c = y
+        return rows, a + b + c
+
+
 CALL_SITES = [torch_functions, tensor_methods, operators, properties_and_metadata, factories,
-              functional, python_tensor_methods, module_call]
+              functional, python_tensor_methods, module_call, iteration]
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

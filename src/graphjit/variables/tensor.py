@@ -130,6 +130,9 @@ class TensorVariable(VariableTracker):
         raise unsupported("not a constant", f"tensor {self.node.name} is not a Python constant")
 
     def unpack(self, tx) -> list[VariableTracker]:
+        items = tx.output.torch_function.iterate(tx, self)  # under a mode: ``Tensor.__iter__``
+        if items is not None:
+            return items
         # iterating needs the length itself (with a dynamic first dimension: guarded)
         n = int(self.example_value.shape[0]) if self.example_value.dim() else None
         if n is None:

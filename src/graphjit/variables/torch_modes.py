@@ -234,6 +234,14 @@ class TorchFunctionState:
             return None
         return self._probe_and_dispatch(tx, getter.__get__, [tensor], {})
 
+    def iterate(self, tx, tensor: TensorVariable) -> list[VariableTracker] | None:
+        """The items of ``iter(tensor)`` where its ops dispatch: ``Tensor.__iter__``
+        traced (``dim()`` and ``unbind(0)`` reach the modes, as in eager)."""
+        if not self.needs_dispatch([tensor]):
+            return None
+        items = UserFunctionVariable(torch.Tensor.__iter__).call_function(tx, [tensor], {})
+        return tx.call_python_builtin(list, [items], {}).unpack(tx)
+
     def operator(self, tx, op, args: list) -> VariableTracker | None:
         """An operator (``BINARY_OP``, ``COMPARE_OP``, a unary one, ``x[i]``, ``x[i] = v``,
         ``abs``, ``in``) with a tensor operand, as Python resolves it."""
