@@ -141,12 +141,12 @@ class TensorVariable(VariableTracker):
                                [self, ConstantVariable(i)], {}) for i in range(n)]
 
     def reconstruct(self, cg) -> None:
-        subclass = self.class_type not in (torch.Tensor, torch.nn.Parameter) and \
-            not is_traceable_wrapper_subclass(self._example)  # (a wrapper's graph output is one)
+        subclass = self.class_type is not torch.Tensor and not issubclass(self.class_type, torch.nn.Parameter) \
+            and not is_traceable_wrapper_subclass(self._example)  # (a wrapper's graph output is one)
         if subclass and self.source is not None and self.node.op == "placeholder":
             cg.extend(self.source.reconstruct())  # the input itself
             return
-        if subclass and self.node in cg.graph_outputs:
+        if subclass and self.node in cg.graph_outputs and self.node.op != "get_attr":
             # a graph output of a ``__torch_function__`` subclass: the graph computes plain tensors
             cg.push_null()
             cg.load_const(torch.Tensor.as_subclass)
