@@ -44,6 +44,7 @@ from torch._subclasses.fake_tensor import (
 from torch._subclasses.functional_tensor import FunctionalTensor
 
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode, compute_unbacked_bindings
+from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 from ..exc import ObservedException, unsupported
 from ..guards.guard import Guard, GuardKind
@@ -64,6 +65,8 @@ from ..variables.generators import TorchGeneratorVariable
 from ..variables.numpy_values import graph_constant
 from ..variables.random_values import Prologue, PrologueValueVariable, lift_to_graph
 from ..variables.sym_node import SymNodeVariable, as_known, is_symbolic
+from ..variables.tensor_subclasses import add_wrapper_subclass_guards
+from ..variables.torch_modes import TorchFunctionState
 from .shapes import (
     CodeShapes,
     ShapeSource,
@@ -151,6 +154,8 @@ class OutputGraph:
         self._checkpoints = 0
         #: float argument source -> the ``item()`` node of its tensor input
         self._float_items: dict[Source, torch.fx.Node] = {}
+        #: the symbolic torch-function mode stack and flags (``variables/torch_modes.py``)
+        self.torch_function = TorchFunctionState()
 
     def next_checkpoint_id(self) -> int:
         """A new ``ac_graph_id`` for the ops of one activation-checkpointed call."""
@@ -235,7 +240,8 @@ class OutputGraph:
                 self.add_guard(source, GuardKind.OBJECT_ALIASING, other=known.source)
             return TensorVariable(known.node, known._example, source=source)
         dims = None
-        if self.shapes is not None and not is_module_tensor_source(source):
+        wrapper = is_traceable_wrapper_subclass(tensor)  # (its sizes stay static)
+        if self.shapes is not None and not is_module_tensor_source(source) and not wrapper:
             dims = self.shapes.dynamic_dims(tensor, source)
         if dims and any(dims):
             context = symbolic_context(dims, marked_dims(tensor))
@@ -247,6 +253,8 @@ class OutputGraph:
             fake = self.fake_mode.from_tensor(tensor, static_shapes=True)
         node = self._new_input(source, tensor, fake)
         self.add_guard(source, GuardKind.TENSOR_MATCH, tensor)
+        if wrapper:
+            add_wrapper_subclass_guards(self, tensor, source)
         var = TensorVariable(node, fake, source=source)
         self._inputs_by_id[id(tensor)] = var
         return var

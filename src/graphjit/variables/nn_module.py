@@ -307,8 +307,8 @@ class NNModuleVariable(UserObjectVariable):
 
     def _call_forward(self, tx, args, kwargs, hooks_traced: bool) -> VariableTracker:
         forward = self.var_getattr(tx, "forward")
-        if self._is_leaf_call(tx, forward):
-            return self._call_leaf(tx, args, kwargs, hooks_traced)
+        if self._is_leaf_call(tx, forward) and not tx.output.torch_function.needs_dispatch(args, kwargs):
+            return self._call_leaf(tx, args, kwargs, hooks_traced)  # (under a mode: its ops dispatch)
         for hook in FORWARD_CALL_HOOKS:  # (a repeated block traced once: hops/repeated_blocks.py)
             result = hook(tx, self, forward, args, kwargs)
             if result is not None:
