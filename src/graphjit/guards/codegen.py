@@ -121,6 +121,12 @@ def signature_text(code: types.CodeType, extra_kwonly: tuple[str, ...] = ()) -> 
 
 
 def _short(value: Any) -> str:
+    """An expected value as failure messages show it (cheap: a module's ``repr`` walks its
+    whole tree and a tensor's prints its data)."""
+    if isinstance(value, torch.nn.Module):
+        return f"<{type(value).__qualname__} at {id(value):#x}>"
+    if isinstance(value, torch.Tensor):
+        return f"<{type(value).__name__} {str(value.dtype).removeprefix('torch.')}{list(value.shape)} at {id(value):#x}>"
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 

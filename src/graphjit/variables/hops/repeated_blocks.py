@@ -45,7 +45,7 @@ from ..sequences import ListVariable, TupleVariable
 from ..sym_node import SymNodeVariable
 from ..tensor import TensorVariable
 from .body import capture_failed, input_for, trace_body
-from .compile_region import _leaf_key, invoke_region
+from .compile_region import _leaf_key, invoke_region, run_region_body
 from .pytree import tree_flatten, tree_unflatten
 
 _FAILED = object()
@@ -84,9 +84,16 @@ def _path(source: Source | None, root: Source):
     return steps[::-1]
 
 
-def _rebase(steps: list, root: Source) -> Source:
+def _rebase(steps: list, root: Source, memo: dict | None = None) -> Source:
+    """The source at ``steps`` from ``root`` (``memo``: rebased steps by identity, so the
+    chains of many guards share their common prefixes)."""
     for step in steps:
-        root = dataclasses.replace(step, base=root)
+        known = memo.get(id(step)) if memo is not None else None
+        if known is None:
+            known = dataclasses.replace(step, base=root)
+            if memo is not None:
+                memo[id(step)] = known
+        root = known
     return root
 
 
@@ -122,14 +129,15 @@ def _identity_like(value) -> bool:
     return isinstance(value, (torch.nn.Module, torch.Tensor))
 
 
-def _rebased_guard(guard: Guard, path, other_path, rec: BlockRecord, module, root: Source) -> Guard | None:
+def _rebased_guard(guard: Guard, path, other_path, rec: BlockRecord, module, root: Source,
+                   memo: dict) -> Guard | None:
     """``guard`` for the later block (``None``: it would not hold the same way)."""
     if path is None:
         return guard
     v0, vi = _walk(path, rec.module), _walk(path, module)
     if v0 is _MISSING or vi is _MISSING:
         return None
-    source = _rebase(path, root)
+    source = _rebase(path, root, memo)
     other = guard.other
     kind, value = guard.kind, guard.value
     if kind is GuardKind.ID_MATCH:
@@ -163,7 +171,8 @@ def _rebased_guard(guard: Guard, path, other_path, rec: BlockRecord, module, roo
     if kind is GuardKind.OBJECT_ALIASING:
         if other_path is not None:
             oi = _walk(other_path, module)
-            return Guard(source, kind, value, _rebase(other_path, root)) if oi is not _MISSING and oi is vi else None
+            return Guard(source, kind, value, _rebase(other_path, root, memo)) \
+                if oi is not _MISSING and oi is vi else None
         return Guard(source, kind, value, other) if vi is v0 else None  # the same outer object
     return None
 
@@ -223,7 +232,7 @@ def call_block(tx, module_var, forward, args: list, kwargs: dict) -> VariableTra
     explicit = [leaf.node for leaf in leaves if isinstance(leaf, (TensorVariable, SymNodeVariable))]
     node_args = (record.attr, record.identifier, *explicit, *lifted)
     try:
-        example = out.run_fake(invoke_region, node_args)
+        example = out.run_fake(run_region_body, node_args)
     except ObservedException as e:
         raise capture_failed("repeated block", e.exc) from None
     result = out.record(tx, invoke_region, node_args, example)
@@ -273,11 +282,11 @@ def _map_to(tx, record: BlockRecord, module_var) -> list | None:
     they differ, trace it)."""
     out = tx.output
     module, root = module_var.value, module_var.source
-    new_guards = []
+    new_guards, memo = [], {}
     for guard, path, other_path in record.guards:
         if path is None and other_path is None:
             continue  # not reached from the block: holds for every block alike
-        rebased = _rebased_guard(guard, path, other_path, record, module, root)
+        rebased = _rebased_guard(guard, path, other_path, record, module, root, memo)
         if rebased is None:
             return None
         new_guards.append(rebased)
@@ -289,7 +298,7 @@ def _map_to(tx, record: BlockRecord, module_var) -> list | None:
         value = _walk(path, module)
         if not isinstance(value, torch.Tensor):
             return None
-        source = _rebase(path, root)
+        source = _rebase(path, root, memo)
         if how == "get_attr":
             lifted.append(out.get_attr_tensor(value, source.display(), None, origin=source).node)
         else:
