@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import os
+import time
 import types
 from typing import Any, Callable
 
@@ -38,6 +39,7 @@ from ..graph.compile import (
 )
 from ..graph.output_graph import OutputGraph
 from ..graph.shapes import ShapePolicy
+from ..report import record
 from ..guards.shapes import shape_guard_texts
 from ..guards.codegen import GuardFunction, build_guard_function
 from ..guards.guard import GuardKind, snapshot_global_state
@@ -260,7 +262,9 @@ def build_entry(fn, tx: InstructionTranslator, output: OutputGraph, global_state
     new_code = assemble(cg.instructions, code, **code_overrides(code, cg))
     for compiled in graphs:  # the code around the graph exists: now compile it
         try:
+            started = time.perf_counter()
             compile_graph(compiled, hooks.compiler_fn)
+            record.backend_time(time.perf_counter() - started)
             compiled.fn = restoring_modes(compiled.gm, compiled.fn)
         except TensorifyScalarRestartAnalysis:  # the backend needs the floats specialized
             TensorifyState.clear()

@@ -31,6 +31,7 @@ from ..graph.shapes import ShapePolicy
 from ..exc import InternalError, Unsupported
 from ..variables.grad_mode import GradModeExit
 from ..variables.nn_module import has_hooks
+from ..report import record
 from ..variables.mode_stack import is_mode_exit
 from ..variables.object_protocol import type_attr_raw
 from ..trace_rules import Rule, forget_frame_decisions, frame_rule, register_dependent_cache
@@ -174,7 +175,9 @@ class NestedDispatcher:
             return None
         stats.bump("frames_total")
         try:
-            entry = convert_frame(fn, args, kwargs, self.session.hooks, closure_arg=True)
+            with record.compiling(fn) as recording:
+                entry = convert_frame(fn, args, kwargs, self.session.hooks, closure_arg=True)
+                recording.done(entry)
         except Unsupported as e:
             entry = RunEagerly(e.reason)
         if entry is EAGER_THIS_CALL:
@@ -359,6 +362,7 @@ class CompiledFunction:
                 f"Last guard failure: {reason}", stacklevel=4)
             self._skip(f"recompile limit ({config.recompile_limit}) reached; last guard failure: {reason}")
             return self._eager()
+        reason = None
         if self._entries:
             stats.bump("recompiles")
             reason = self.recompile_reason(args, kwargs)
@@ -367,7 +371,9 @@ class CompiledFunction:
                       f"    triggered by the following guard failure(s):\n    - {reason}")
         stats.bump("frames_total")
         try:
-            entry = convert_frame(self._fn, args, kwargs, self._session.hooks)
+            with record.compiling(self._fn, reason) as recording:
+                entry = convert_frame(self._fn, args, kwargs, self._session.hooks)
+                recording.done(entry)
         except Unsupported as e:
             stats.bump("graph_breaks")
             stats.record("break_reasons", e)
@@ -404,7 +410,7 @@ class CompiledFunction:
         for g in entry.graphs:
             stats.record("graphs", g)
         self._entries = [*self._entries, entry]
-        self._fast = [*self._fast, (entry.guard.check, entry.fn)]
+        self._fast = [*self._fast, (recording.check(entry.guard.check), entry.fn)]
         return entry.fn
 
 

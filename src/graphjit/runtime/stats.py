@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from ..report import record as _record
+
 
 @dataclasses.dataclass(frozen=True)
 class SkippedFrame:
@@ -35,6 +37,7 @@ def bump(key: str, n: int = 1) -> None:
 
 def record(key: str, item: Any) -> None:
     _stats[key].append(item)
+    _record.stat_recorded(key, item)  # the report's recorder (a no-op unless recording)
 
 
 def snapshot() -> dict[str, Any]:
