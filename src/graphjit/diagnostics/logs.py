@@ -1,5 +1,6 @@
 """Logging artifacts, selected like TORCH_LOGS: ``GRAPHJIT_LOGS=graph_code,bytecode,guards,
-graph_breaks,recompiles`` (comma list) or :func:`set_logs` from Python.  Output goes to the
+graph_breaks,recompiles,decompiled`` (comma list) or :func:`set_logs` from Python
+(``decompiled``: each transformed function and its resume functions as Python).  Output goes to the
 ``graphjit`` logger, which prints to stderr when any artifact is on."""
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ import logging
 import os
 import sys
 
-ARTIFACTS = ("graph_code", "bytecode", "guards", "graph_breaks", "recompiles")
+ARTIFACTS = ("graph_code", "bytecode", "guards", "graph_breaks", "recompiles", "decompiled")
 _enabled: set[str] = set()
 log = logging.getLogger("graphjit")
 _handler: logging.Handler | None = None

@@ -45,7 +45,7 @@ from ..bytecode import assemble, create_instruction, decode
 from ..bytecode.instruction import Instruction
 from .decompile_ops import NULL, BlockTranslator, DecompileError, Exit, Expr, with_enter
 
-__all__ = ["decompile", "recompile", "DecompileError", "Names"]
+__all__ = ["decompile", "recompile", "DecompileError", "Names", "entry_text"]
 
 _TERMINAL = ("RETURN_VALUE", "RAISE_VARARGS", "RERAISE", "JUMP_FORWARD", "JUMP_BACKWARD",
              "JUMP_BACKWARD_NO_INTERRUPT")
@@ -76,8 +76,6 @@ class Names:
         self._taken: set[str] = set()
 
     def __call__(self, value: Any) -> str:
-        if isinstance(value, str) and value == "exc_info":
-            return "__exc_info"
         key = id(value)
         if key in self._by_id:
             return self._by_id[key]
@@ -114,6 +112,18 @@ def readable_name(value: Any) -> str:
         name = value.co_qualname
     name = re.sub(r"\W+", "_", name.rsplit(".", 1)[-1] if "<locals>" in name else name.replace(".", "_"))
     return name if _IDENT.match(name) and not keyword.iskeyword(name) else f"_{name}"
+
+
+def _prefix(code: types.CodeType) -> str:
+    """The prefix of the decompiler's own names (``__pc``, ``__t0``, ``__s0``...): one no
+    name of ``code`` starts with (decompiled code decompiled again stays exact)."""
+    taken = [n for n in (*code.co_varnames, *code.co_cellvars, *code.co_freevars, *code.co_names)
+             if n.startswith("__")]
+    for k in itertools.count():
+        p = "__" if k == 0 else f"__{k}_"
+        if not any(re.match(rf"{re.escape(p)}(pc|e|t\d+|s\d+|exc_\w+)$", n) for n in taken):
+            return p
+    raise AssertionError("unreachable")
 
 
 def _local_name(name: str) -> str:
@@ -157,17 +167,19 @@ class _Function:
         self.blocks = _blocks(self.insts)
         self.block_of = {id(b.first): b for b in self.blocks}
         self.nested_count = itertools.count()
+        self.p = _prefix(code)
 
     def temp(self) -> str:
-        return f"__t{next(self.temps)}"
+        return f"{self.p}t{next(self.temps)}"
 
     def nested(self, code: types.CodeType) -> tuple[list[str], str]:
         name = _local_name(code.co_name) if _IDENT.match(code.co_name) else \
             f"__{re.sub(r'[^A-Za-z]', '', code.co_name)}_{next(self.nested_count)}"
         return _Function(code, self.names, self.temps, name).source().splitlines(), name
 
-    def translate(self, block: Block, stack: list) -> BlockTranslator:
-        bt = BlockTranslator(block.insts, stack, self.names, _local_name, self.nested, self.temp).run()
+    def translate(self, block: Block, stack: list, slots: bool = True) -> BlockTranslator:
+        bt = BlockTranslator(block.insts, stack, self.names, _local_name, self.nested, self.temp, slots,
+                             self.p).run()
         if bt.exit is None:  # falls through into the next block
             nxt = self._next_block(block)
             bt.exit = Exit("goto", (nxt.first,), (bt.spill(),))
@@ -261,7 +273,7 @@ class _Function:
         if budget[0] > _MAX_PATH_BLOCKS:
             raise _TooLong()
         pad = "    " * depth
-        bt = self.translate(block, stack)
+        bt = self.translate(block, stack, slots=False)
         lines = [pad + ln for ln in bt.lines]
         ex = bt.exit
         if ex.kind in ("return", "raise"):
@@ -271,14 +283,17 @@ class _Function:
         if ex.kind == "branch":
             yes = self._structured(self._target(block, ex.targets[0]), ex.stacks[0], depth + 1, budget)
             no = self._structured(self._target(block, ex.targets[1]), ex.stacks[1], depth + 1, budget)
-            lines.append(f"{pad}if {ex.cond}:")
-            lines += yes
-            lines.append(f"{pad}else:")
-            return lines + no
+            cond = ex.cond
+            if cond.startswith("not "):  # ``if x: <fall through> else: <jump>`` reads better
+                cond, yes, no = cond[4:], no, yes
+            lines.append(f"{pad}if {cond}:")
+            lines += yes  # every structured path ends in return or raise: no ``else``
+            return lines + [ln[4:] for ln in no]
         raise _TooLong()  # a loop: written as a block machine
 
     # ---- block machine -----------------------------------------------------------------------
     def _machine(self) -> list[str]:
+        p = self.p
         shapes: dict[int, list] = {0: []}
         order = [0]
         arms: dict[int, list[str]] = {}
@@ -287,25 +302,25 @@ class _Function:
         while k < len(order):
             block = self.blocks[order[k]]
             k += 1
-            stack = [NULL if s is NULL else Expr(f"__s{i}", pure=True) for i, s in enumerate(shapes[block.index])]
+            stack = [NULL if s is NULL else Expr(f"{p}s{i}", pure=True) for i, s in enumerate(shapes[block.index])]
             bt = self.translate(block, stack)
             body = list(bt.lines)
             ex = bt.exit
             succs = []
             if ex.kind == "goto":
                 succs.append((self._target(block, ex.targets[0]), ex.stacks[0]))
-                body.append(f"__pc = {succs[0][0].index}")
+                body.append(f"{p}pc = {succs[0][0].index}")
             elif ex.kind == "branch":
                 yes, no = (self._target(block, t) for t in ex.targets)
                 succs += [(yes, ex.stacks[0]), (no, ex.stacks[1])]
-                body += [f"if {ex.cond}:", f"    __pc = {yes.index}", "else:", f"    __pc = {no.index}"]
+                body += [f"if {ex.cond}:", f"    {p}pc = {yes.index}", "else:", f"    {p}pc = {no.index}"]
             elif ex.kind == "for":
                 body_block, done = self._target(block, ex.targets[0]), self._target(block, ex.targets[1])
                 n = len(ex.stacks[0])
-                succs += [(body_block, ex.stacks[0] + [Expr(f"__s{n}")]), (done, ex.stacks[1])]
-                body += ["try:", f"    __s{n} = {self.names(next)}({ex.cond})",
-                         f"except {self.names(StopIteration)}:", f"    __pc = {done.index}",
-                         "else:", f"    __pc = {body_block.index}"]
+                succs += [(body_block, ex.stacks[0] + [Expr(f"{p}s{n}")]), (done, ex.stacks[1])]
+                body += ["try:", f"    {p}s{n} = {self.names(next)}({ex.cond})",
+                         f"except {self.names(StopIteration)}:", f"    {p}pc = {done.index}",
+                         "else:", f"    {p}pc = {body_block.index}"]
             if block.handler is not None:
                 e = block.handler
                 target = self.block_of[id(e.target)]
@@ -316,13 +331,13 @@ class _Function:
                 succs.append((target, handler_stack))
                 slot = e.depth + bool(e.lasti)
                 body = ["try:"] + ["    " + ln for ln in body] + [
-                    f"except {self.names(BaseException)} as __e:",
-                    *(["    __exc_chain(__e)"] if uses_exc else []),
-                    *([f"    __s{e.depth} = {block.insts[-1].offset}"] if e.lasti else []),
-                    f"    __s{slot} = __e", f"    __pc = {target.index}"]
+                    f"except {self.names(BaseException)} as {p}e:",
+                    *([f"    {p}exc_chain({p}e)"] if uses_exc else []),
+                    *([f"    {p}s{e.depth} = {block.insts[-1].offset}"] if e.lasti else []),
+                    f"    {p}s{slot} = {p}e", f"    {p}pc = {target.index}"]
             elif uses_exc:
                 body = ["try:"] + ["    " + ln for ln in body] + [
-                    f"except {self.names(BaseException)} as __e:", "    __exc_chain(__e)", "    raise"]
+                    f"except {self.names(BaseException)} as {p}e:", f"    {p}exc_chain({p}e)", "    raise"]
             arms[block.index] = body
             for succ, out in succs:
                 shape = [NULL if s is NULL else True for s in out]
@@ -333,14 +348,14 @@ class _Function:
                     raise DecompileError(f"block {succ.index} is reached with two stack layouts")
         lines = []
         if uses_exc:
-            lines += [f"    __exc_entry = {self.names(sys)}.exc_info()[1]", "    __exc_info = __exc_entry",
-                      "    def __exc_chain(e):",
-                      "        if __exc_info is not None and e is not __exc_info and "
-                      "(e.__context__ is None or e.__context__ is __exc_entry):",
-                      "            e.__context__ = __exc_info"]
-        lines += ["    __pc = 0", "    while True:"]
+            lines += [f"    {p}exc_entry = {self.names(sys)}.exc_info()[1]", f"    {p}exc_info = {p}exc_entry",
+                      f"    def {p}exc_chain(e):",
+                      f"        if {p}exc_info is not None and e is not {p}exc_info and "
+                      f"(e.__context__ is None or e.__context__ is {p}exc_entry):",
+                      f"            e.__context__ = {p}exc_info"]
+        lines += [f"    {p}pc = 0", "    while True:"]
         for n, index in enumerate(sorted(arms)):
-            lines.append(f"        {'if' if n == 0 else 'elif'} __pc == {index}:  # offset {self.blocks[index].first.offset}")
+            lines.append(f"        {'if' if n == 0 else 'elif'} {p}pc == {index}:  # offset {self.blocks[index].first.offset}")
             lines += ["            " + ln for ln in arms[index]]
         return lines
 
@@ -352,8 +367,25 @@ class _TooLong(Exception):
 def decompile(code: types.CodeType, *, names: Names | None = None, name: str | None = None) -> str:
     """The source of a ``def`` equivalent to ``code`` (see the module docstring); raises
     :class:`DecompileError` for what Python source cannot express."""
+    readable = names is None
     names = names if names is not None else Names(executable=False)
-    return _Function(code, names, itertools.count(), name).source()
+    src = _Function(code, names, itertools.count(), name).source()
+    if readable:  # what the names of plain objects among the constants stand for
+        shown = [f"#   {n} = {_short_repr(v)}" for n, v in names.objects.items()
+                 if not isinstance(v, (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType,
+                                       types.CodeType)) and not callable(v)]
+        if shown:
+            src += "# constants:\n" + "\n".join(shown) + "\n"
+    return src
+
+
+def _short_repr(value: Any) -> str:
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001  (a broken __repr__ must not stop the report)
+        text = f"<{type(value).__name__}>"
+    text = re.sub(r"\s+", " ", text)
+    return text if len(text) <= 100 else text[:97] + "..."
 
 
 def recompile(code: types.CodeType) -> tuple[types.CodeType, str]:
@@ -447,3 +479,20 @@ def _fix_entry(insts: list[Instruction], old: Instruction, new: Instruction) -> 
                 e.start = new
             if e.end is old:
                 e.end = new
+
+
+def entry_text(code: types.CodeType) -> str:
+    """``GRAPHJIT_LOGS=decompiled``: a transformed code object and the resume functions it
+    calls, as Python (or why one cannot be)."""
+    parts = [("TRANSFORMED CODE", code)]
+    parts += [("RESUME FUNCTION", c._fn.__code__) for c in code.co_consts
+              if isinstance(getattr(c, "_fn", None), types.FunctionType)
+              and c._fn.__code__.co_name.startswith("__resume_at_")]
+    out = []
+    for title, c in parts:
+        try:
+            body = decompile(c)
+        except DecompileError as e:
+            body = f"# not decompiled: {e}\n"
+        out.append(f"{title} {c.co_qualname} ({c.co_filename}:{c.co_firstlineno})\n{body}")
+    return "\n".join(out)

@@ -91,9 +91,10 @@ class BlockTranslator:
 
     def __init__(self, insts: list[Instruction], stack: list, names: Callable[[Any], str],
                  local: Callable[[str], str], nested: Callable[[types.CodeType], tuple[list[str], str]],
-                 temps: Callable[[], str]) -> None:
+                 temps: Callable[[], str], slots: bool = True, prefix: str = "__") -> None:
         self.insts, self.stack, self.names, self.local, self.nested = insts, list(stack), names, local, nested
-        self.new_temp = temps
+        self.new_temp, self.slots, self.p = temps, slots, prefix
+        self.exc_info = f"{prefix}exc_info"  # the handled exception (sys.exc_info()'s)
         self.lines: list[str] = []
         self.exit: Exit | None = None
         self.kw_names: tuple[str, ...] = ()
@@ -170,15 +171,17 @@ class BlockTranslator:
             if item is not NULL and item.local == name:
                 self.stack[i] = self.to_temp(item)
 
-    def spill(self, prefix: str = "__s") -> list:
+    def spill(self) -> list:
         """End of block: every stack slot in ``__s<i>`` (NULLs stay markers)."""
         self.flush()
+        if not self.slots:  # structured code: the stack flows on as expressions
+            return list(self.stack)
         out, moves = [], []
         for i, item in enumerate(self.stack):
             if item is NULL:
                 out.append(NULL)
                 continue
-            name = f"{prefix}{i}"
+            name = f"{self.p}s{i}"
             text = self.materialize(item).text
             if text != name:
                 moves.append((name, text))
@@ -239,7 +242,10 @@ class BlockTranslator:
         self.flush_local(name)
         self.lines.append(f"del {name}")
 
-    LOAD_CLOSURE = LOAD_FAST  # the cell itself only feeds MAKE_FUNCTION's closure tuple
+    def LOAD_CLOSURE(self, inst) -> None:
+        """The cell object itself (a nested ``def`` captures it by name, so this is
+        only read where the code passes cells on: ``FunctionType(code, g, n, d, (cell,))``)."""
+        self.push(Expr(f"(lambda: {self.local(inst.argval)}).__closure__[0]"))
 
     def LOAD_DEREF(self, inst) -> None:
         self.push(Expr(self.local(inst.argval)))
@@ -560,7 +566,7 @@ class BlockTranslator:
     def RAISE_VARARGS(self, inst) -> None:
         items = [self.value(i).text for i in self.pop(inst.arg)]
         if inst.arg == 0:
-            self.emit(f"raise {self.names('exc_info')}")
+            self.emit(f"raise {self.exc_info}")
         elif inst.arg == 1:
             self.emit(f"raise {items[0]}")
         else:
@@ -582,7 +588,7 @@ class BlockTranslator:
     def _branch(self, inst, test: Callable[[Expr], str]) -> None:
         value = self.value(self.pop1())
         self.flush()
-        if not value.pure:  # evaluated before the slots are written (it may read them)
+        if not value.pure and value.local is None:  # evaluated before the slots are written
             value = self.to_temp(value)
         cond = test(value)
         stack = self.spill()
@@ -633,14 +639,14 @@ class BlockTranslator:
             self.flush()
             exc = self.to_temp(exc)
         prev = self.new_temp()
-        self.lines.append(f"{prev} = {self.names('exc_info')}")
-        self.lines.append(f"{self.names('exc_info')} = {exc.text}")
+        self.lines.append(f"{prev} = {self.exc_info}")
+        self.lines.append(f"{self.exc_info} = {exc.text}")
         self.push(Expr(prev, pure=True))
         self.push(exc)
 
     def POP_EXCEPT(self, inst) -> None:
         prev = self.value(self.pop1())
-        self.emit(f"{self.names('exc_info')} = {prev.text}")
+        self.emit(f"{self.exc_info} = {prev.text}")
 
     def CHECK_EXC_MATCH(self, inst) -> None:
         cls = self.value(self.pop1())

@@ -40,6 +40,7 @@ from ..graph.compile import (
 from ..graph.output_graph import OutputGraph
 from ..graph.shapes import ShapePolicy
 from ..report import record
+from ..report.decompile import entry_text
 from ..guards.shapes import shape_guard_texts
 from ..guards.codegen import GuardFunction, build_guard_function
 from ..guards.guard import GuardKind, snapshot_global_state
@@ -503,4 +504,6 @@ def _log_entry(code, new_code, graphs: list[CompiledGraph], labels: list[str]) -
         logs.emit("bytecode", format_code(code, title=f"ORIGINAL BYTECODE {code.co_name} "
                                                       f"{code.co_filename} {code.co_firstlineno}"))
         logs.emit("bytecode", format_code(new_code, title="MODIFIED BYTECODE"))
+    if logs.enabled("decompiled"):
+        logs.emit("decompiled", entry_text(new_code))
     logs.emit("guards", guards_text(labels))
