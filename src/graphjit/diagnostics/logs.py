@@ -9,6 +9,8 @@ import logging
 import os
 import sys
 
+from .describe import check_user_text
+
 ARTIFACTS = ("graph_code", "bytecode", "guards", "graph_breaks", "recompiles", "decompiled")
 _enabled: set[str] = set()
 log = logging.getLogger("graphjit")
@@ -52,7 +54,9 @@ def enabled(artifact: str) -> bool:
 
 
 def emit(artifact: str, text: str) -> None:
-    """Log ``text`` if ``artifact`` is on."""
+    """Log ``text`` if ``artifact`` is on.  With ``config.debug_checks`` every line, logged
+    or not, is checked to show no tracker's repr (``describe.check_user_text``)."""
+    check_user_text(text)
     if artifact in _enabled:
         log.info(text)
 

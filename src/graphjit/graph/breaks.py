@@ -58,6 +58,7 @@ from ..variables.mode_stack import pop_function_modes
 from ..variables.torch_modes import resumable_exit
 from .codegen import PyCodegen
 from .resume import cell_names, copy_instructions, resume_code, stack_name, super_first_arg
+from ..diagnostics.describe import describe
 
 _NOP_OPS = ("RESUME", "MAKE_CELL", "COPY_FREE_VARS")
 _NOP = dis.opmap["NOP"]
@@ -344,7 +345,7 @@ class BreakCodegen:
     def emit_step(self, bp: BreakPoint) -> None:
         tx, cg = self.tx, self.cg
         if bp.stack:
-            raise unsupported("step break with a non-empty stack", repr(bp))
+            raise unsupported("step break with a non-empty stack", f"{len(bp.stack)} values on the stack at {bp.inst.opname}")
         live = defined_locals(tx, live_locals(tx.instructions, bp.index))
         changed = [n for n in live if n in tx.symbolic_locals]
         for name in changed:

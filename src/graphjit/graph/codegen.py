@@ -35,6 +35,7 @@ from ..variables import (
 )
 from ..variables.cells import EMPTY
 from ..variables.dicts import DELETED
+from ..diagnostics.describe import describe
 
 
 def _fillable(var) -> bool:
@@ -117,7 +118,7 @@ class PyCodegen:
 
     def _materialize(self, var) -> str:
         if id(var) in self._building:
-            raise unsupported("reference cycle through new containers", repr(var))
+            raise unsupported("reference cycle through new containers", describe(var))
         self._building.add(id(var))
         try:
             if isinstance(var, UserObjectVariable):

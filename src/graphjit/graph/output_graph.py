@@ -78,6 +78,7 @@ from .shapes import (
 )
 from .side_effects import SideEffects
 from .subgraphs import BodyScope
+from ..diagnostics.describe import describe
 
 _UNSAFE_CHARS = re.compile(r"[^0-9a-zA-Z_]+")
 
@@ -479,7 +480,7 @@ class OutputGraph:
         tensor = next((a for a in [*args, *kwargs.values()] if isinstance(a, TensorVariable)), None)
         if tensor is None:
             raise unsupported("value drawn from random at run time as the only operand of a tensor "
-                              "operation", repr(args), "Its dtype would depend on the value.")
+                              "operation", ", ".join(describe(a) for a in args), "Its dtype would depend on the value.")
 
         def lift(v):
             return lift_to_graph(tx, v, tensor.example_value) if isinstance(v, PrologueValueVariable) else v
@@ -731,4 +732,4 @@ def _to_node_arg(var: VariableTracker):
         return graph_constant(var.value)  # (numpy scalars as Python numbers)
     if var.is_python_constant():
         return graph_constant(var.as_python_constant())
-    raise unsupported("unsupported argument to a tensor operation", repr(var))
+    raise unsupported("unsupported argument to a tensor operation", describe(var))

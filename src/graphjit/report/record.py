@@ -52,6 +52,7 @@ class CompileRecord:
     skipped: list = dataclasses.field(default_factory=list)  # runtime.stats.SkippedFrame
     error: str | None = None
     entry_stats: EntryStats | None = None
+    called: type | None = None   # the class of the object graphjit's call_object frame calls
 
     def __repr__(self) -> str:
         return f"CompileRecord(#{self.index} {self.qualname} {self.outcome})"
@@ -133,14 +134,17 @@ _NOT_RECORDING = _Handle(None)
 
 
 @contextlib.contextmanager
-def compiling(fn: types.FunctionType, recompile_reason: str | None = None) -> Iterator[_Handle]:
-    """Around one ``convert_frame`` call of ``fn``."""
+def compiling(fn: types.FunctionType, recompile_reason: str | None = None, called: Any = None) -> Iterator[_Handle]:
+    """Around one ``convert_frame`` call of ``fn``.  ``called``: the module or callable
+    object when ``fn`` is graphjit's own frame that calls it (``call_object``): the record
+    is named after its class."""
     rec = _active
     if rec is None:
         yield _NOT_RECORDING
         return
-    record = CompileRecord(len(rec.compiles), fn.__code__, fn.__qualname__, rec.now(),
-                           recompile_reason=recompile_reason)
+    name = fn.__qualname__ if called is None else f"{type(called).__qualname__} (called)"
+    record = CompileRecord(len(rec.compiles), fn.__code__, name, rec.now(),
+                           recompile_reason=recompile_reason, called=None if called is None else type(called))
     rec.compiles.append(record)
     rec._open.append(record)
     try:

@@ -10,7 +10,7 @@ failing guard (expected and actual), the graphs (FX code and op table), the grap
 the chain of inlined frames), the guards, the original source and the transformed code
 and resume functions as Python.  Every graph, break and compile has an anchor
 (``#graph-3``, ``#break-1``, ``#compile-2``, ``#frame-0``) and links to the others; a search
-box filters the frames by function name.
+box filters the frames by function name (``index.html?filter=NAME`` opens it filtered).
 """
 
 from __future__ import annotations
@@ -43,6 +43,8 @@ a{color:#1a5fb4;text-decoration:none}a:hover{text-decoration:underline}svg text{
 _JS = """
 function gjFilter(q){q=q.toLowerCase();for(const f of document.querySelectorAll('.frame')){
 f.style.display=f.dataset.name.toLowerCase().includes(q)?'':'none'}}
+window.addEventListener('DOMContentLoaded',()=>{const q=new URLSearchParams(location.search).get('filter');
+if(q){document.getElementById('search').value=q;gjFilter(q)}});
 """
 
 

@@ -50,19 +50,20 @@ class _Log:
     def __init__(self, rec: Recorder) -> None:
         self.rec = rec
         self.frames: list[dict] = []
-        self.frame_ids: dict[types.CodeType, int] = {}
+        self.frame_ids: dict[tuple, int] = {}
         self.compiles: list[dict] = []
         self.graphs: list[dict] = []
         self.breaks: list[dict] = []
         self.skipped: list[dict] = []
 
-    def frame(self, code: types.CodeType, qualname: str) -> dict:
-        fid = self.frame_ids.get(code)
+    def frame(self, code: types.CodeType, qualname: str, called: type | None = None) -> dict:
+        fid = self.frame_ids.get((code, called))
         if fid is None:
-            fid = self.frame_ids[code] = len(self.frames)
+            fid = self.frame_ids[(code, called)] = len(self.frames)
             resume = code.co_name.startswith("__resume_at_")
+            where = getattr(getattr(called, "forward", None), "__code__", code)  # a module: its forward
             self.frames.append({
-                "id": fid, "name": qualname, "file": code.co_filename, "line": code.co_firstlineno,
+                "id": fid, "name": qualname, "file": where.co_filename, "line": where.co_firstlineno,
                 "kind": "resume" if resume else "function",
                 "source": _python_of(code) if resume else _source_of(code),
                 "compiles": [],
@@ -70,7 +71,7 @@ class _Log:
         return self.frames[fid]
 
     def add_compile(self, c: CompileRecord) -> None:
-        frame = self.frame(c.code, c.qualname)
+        frame = self.frame(c.code, c.qualname, c.called)
         entry = c.entry
         graphs = list(getattr(entry, "graphs", None) or [])
         item: dict[str, Any] = {

@@ -371,7 +371,7 @@ class CompiledFunction:
                       f"    triggered by the following guard failure(s):\n    - {reason}")
         stats.bump("frames_total")
         try:
-            with record.compiling(self._fn, reason) as recording:
+            with record.compiling(self._fn, reason, args[0] if self._fn is call_object else None) as recording:
                 entry = convert_frame(self._fn, args, kwargs, self._session.hooks)
                 recording.done(entry)
         except Unsupported as e:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from ..diagnostics.describe import check_user_text
 from ..report import record as _record
 
 
@@ -36,6 +37,8 @@ def bump(key: str, n: int = 1) -> None:
 
 
 def record(key: str, item: Any) -> None:
+    if key in ("break_reasons", "skipped_frames"):
+        check_user_text(str(item))  # debug mode: no tracker repr in what users read
     _stats[key].append(item)
     _record.stat_recorded(key, item)  # the report's recorder (a no-op unless recording)
 

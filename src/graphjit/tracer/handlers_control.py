@@ -18,6 +18,7 @@ from ..variables import (
 )
 from ..variables.dicts import items_of
 from ..variables.objects import enter_context
+from ..diagnostics.describe import describe
 
 
 class ControlHandlers:
@@ -72,7 +73,7 @@ class ControlHandlers:
     def FOR_ITER(self, inst) -> None:
         it = self.stack[-1]
         if not isinstance(it, IteratorVariable):
-            raise unsupported("unsupported iterator", repr(it))
+            raise unsupported("unsupported iterator", describe(it))
         item = it.next_item(self)
         if item is None:
             self.pop()
@@ -108,9 +109,9 @@ class ControlHandlers:
         fn = self.pop()
         null = self.pop()
         if not isinstance(null, NullVariable):
-            raise unsupported("CALL_FUNCTION_EX without NULL", repr(null))
+            raise unsupported("CALL_FUNCTION_EX without NULL", describe(null))
         if not isinstance(kwargs, DictVariable):
-            raise unsupported("**kwargs of a non-dict", repr(kwargs))
+            raise unsupported("**kwargs of a non-dict", describe(kwargs))
         self.push(self.call_function(fn, args.unpack(self), dict(items_of(self, kwargs))))
 
     # -- exceptions (the program's own, as data: see TranslatorBase.enter_handler) ------------
@@ -121,7 +122,7 @@ class ControlHandlers:
             if isinstance(value, type) and issubclass(value, BaseException):
                 var = var.call_function(self, [], {})
         if not isinstance(var, ExceptionVariable):
-            raise unsupported("raise of a non-exception value", repr(var))
+            raise unsupported("raise of a non-exception value", describe(var))
         return var.exc
 
     def RAISE_VARARGS(self, inst) -> None:

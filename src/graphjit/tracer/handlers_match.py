@@ -9,6 +9,7 @@ from ..exc import ObservedException, observed, unsupported
 from ..variables import ConstantVariable, DictVariable, TupleVariable
 from ..variables.builtins import call_builtin
 from ..variables.dicts import MISSING, key_of
+from ..diagnostics.describe import describe
 
 _TPFLAGS_SEQUENCE = 1 << 5
 _TPFLAGS_MAPPING = 1 << 6
@@ -32,7 +33,7 @@ class MatchHandlers:
     def MATCH_KEYS(self, inst) -> None:
         keys, subject = self.stack[-1], self.stack[-2]
         if not isinstance(subject, DictVariable) or subject.python_method(self, "get") is not None:
-            raise unsupported("match on a mapping graphjit does not model", repr(subject))
+            raise unsupported("match on a mapping graphjit does not model", describe(subject))
         values = []
         for key in keys.unpack(self):
             value = subject.lookup(self, key_of(key, self))

@@ -26,6 +26,7 @@ from ..variables.dicts import MISSING, items_of, key_of
 from ..variables.iterators import make_iterator
 from ..variables.numpy_values import NumpyValueVariable
 from ..variables.operators import binary_op, contains, tensor_operator, unary_op
+from ..diagnostics.describe import describe
 
 _NB_NAMES = {
     "ADD": "add", "AND": "and_", "FLOOR_DIVIDE": "floordiv", "LSHIFT": "lshift",
@@ -107,7 +108,7 @@ class OpHandlers:
         elif isinstance(container, NumpyValueVariable):
             container.setitem(self, index, value)
         else:
-            raise unsupported("item assignment", f"{container!r}[{index!r}] = ...",
+            raise unsupported("item assignment", f"{describe(container)}[{describe(index)}] = ...",
                               "Item writes on this kind of object are not traced.")
 
     def DELETE_SUBSCR(self, inst) -> None:
@@ -121,7 +122,7 @@ class OpHandlers:
         elif isinstance(container, UserObjectVariable):
             container.call_method(self, "__delitem__", [index], {})
         else:
-            raise unsupported("item deletion", f"del {container!r}[{index!r}]")
+            raise unsupported("item deletion", f"del {describe(container)}[{describe(index)}]")
 
     def as_index(self, index: VariableTracker) -> VariableTracker:
         """A sequence index as CPython takes it: objects with ``__index__`` (also as the
@@ -159,7 +160,7 @@ class OpHandlers:
             except Exception as e:
                 raise observed(type(e), *e.args) from None
             return VariableTracker.build(self, item)
-        raise unsupported("unsupported subscript", f"{container!r}[{index!r}]")
+        raise unsupported("unsupported subscript", f"{describe(container)}[{describe(index)}]")
 
     def BUILD_SLICE(self, inst) -> None:
         parts = self.popn(inst.arg)
@@ -195,7 +196,7 @@ class OpHandlers:
         spec = self.pop().as_python_constant() if inst.arg & 0x04 else ""
         value = self.pop()
         if not value.is_python_constant():
-            raise unsupported("f-string of a non-constant", repr(value))
+            raise unsupported("f-string of a non-constant", describe(value))
         conv = {0: lambda v: v, 1: str, 2: repr, 3: ascii}[inst.arg & 0x03]
         self.push(ConstantVariable(format(conv(value.as_python_constant()), spec)))
 

@@ -53,6 +53,7 @@ from .handlers_load_store import LoadStoreHandlers
 from .handlers_match import MatchHandlers
 from .handlers_ops import OpHandlers
 from .handlers_stack import StackHandlers
+from ..diagnostics.describe import describe
 
 #: Opcodes the translator refuses (graph break), each with the reason.
 UNSUPPORTED_OPCODES: dict[str, str] = {
@@ -414,7 +415,7 @@ class GeneratorFrame(InliningTranslator):
         elif value.is_python_constant() and value.as_python_constant() is None:
             item = it.next_item(self)
         else:
-            raise unsupported("send() into an iterator that is not a generator", repr(it))
+            raise unsupported("send() into an iterator that is not a generator", describe(it))
         if item is None:
             self.pop()
             self.push(it.frame.return_value if isinstance(it, GeneratorVariable) else ConstantVariable(None))

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ..bytecode.instruction import create_instruction
 from ..exc import ObservedException, unsupported
+from ..diagnostics.describe import describe
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..sources import Source
@@ -236,7 +237,7 @@ class VariableTracker(metaclass=TrackerMeta):
 
     # -- what it is ---------------------------------------------------------------------
     def python_type(self) -> type:
-        raise unsupported("unknown python type", repr(self))
+        raise unsupported("unknown python type", describe(self))
 
     def is_python_constant(self) -> bool:
         """Whether the value is a trace-time constant.  Probes ``as_python_constant()``
@@ -252,7 +253,7 @@ class VariableTracker(metaclass=TrackerMeta):
         return True
 
     def as_python_constant(self) -> Any:
-        raise unsupported("not a constant", f"{self!r} is not a Python constant")
+        raise unsupported("not a constant", f"{describe(self)} is not a Python constant")
 
     def is_tensor(self) -> bool:
         return False
@@ -263,11 +264,11 @@ class VariableTracker(metaclass=TrackerMeta):
 
     def unpack(self, tx) -> list["VariableTracker"]:
         """The items of an iterable tracker (tuples, lists, constants)."""
-        raise unsupported("cannot iterate", f"iteration over {self!r}")
+        raise unsupported("cannot iterate", f"iteration over {describe(self)}")
 
     # -- protocol -------------------------------------------------------------------------
     def var_getattr(self, tx, name: str) -> "VariableTracker":
-        raise unsupported("unsupported attribute", f"{self!r}.{name}")
+        raise unsupported("unsupported attribute", f"{describe(self)}.{name}")
 
     def has_attr(self, tx, name: str) -> bool:
         """``hasattr(value, name)``: the lookup, with an observed AttributeError as False."""
@@ -282,16 +283,16 @@ class VariableTracker(metaclass=TrackerMeta):
     def store_attr(self, tx, name: str, value: "VariableTracker") -> None:
         """``self.name = value`` (recorded for replay where supported)."""
         raise unsupported(
-            "attribute write", f"{self!r}.{name} = ...",
+            "attribute write", f"{describe(self)}.{name} = ...",
             "Writing this attribute is not traced; it runs in Python between graphs.",
             ["Return the value instead of storing it on an object inside the compiled function."])
 
     def del_attr(self, tx, name: str) -> None:
         """``del self.name``."""
-        raise unsupported("attribute delete", f"del {self!r}.{name}")
+        raise unsupported("attribute delete", f"del {describe(self)}.{name}")
 
     def call_function(self, tx, args: list, kwargs: dict) -> "VariableTracker":
-        raise unsupported("unsupported call", f"calling {self!r}")
+        raise unsupported("unsupported call", f"calling {describe(self)}")
 
     def call_method(self, tx, name: str, args: list, kwargs: dict) -> "VariableTracker":
         attr = self.var_getattr(tx, name)
@@ -316,7 +317,7 @@ class VariableTracker(metaclass=TrackerMeta):
             value = self.as_python_constant()
         except Exception:
             raise unsupported("cannot reconstruct",
-                              f"{self!r} has no source and cannot be rebuilt") from None
+                              f"{describe(self)} has no source and cannot be rebuilt") from None
         cg.load_const(value)
 
     @reprlib.recursive_repr("<...>")  # a container holding itself

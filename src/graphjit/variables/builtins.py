@@ -49,6 +49,7 @@ from .random_values import PrologueValueVariable, derived_value
 from .sequences import BaseSequenceVariable, DequeVariable, ListVariable, SliceVariable, TupleVariable
 from .sets import SetVariable, other_operand
 from .sym_node import SymNodeVariable, specialized, sym_builtin
+from ..diagnostics.describe import describe
 
 _HANDLERS: dict[Any, Callable] = {}
 #: the in-place operator functions (``operator.iadd``...): a mutation of a list or set
@@ -195,7 +196,7 @@ def _const(var: VariableTracker, what: str) -> Any:
     try:
         return var.as_python_constant()
     except Exception:
-        raise unsupported(f"non-constant {what}", repr(var)) from None
+        raise unsupported(f"non-constant {what}", describe(var)) from None
 
 
 # -- attributes ----------------------------------------------------------------------------
@@ -245,7 +246,7 @@ def _exc_info(tx, args, kwargs):
         if isinstance(info, ExceptionVariable):
             return TupleVariable([VariableTracker.build(tx, type(info.exc)), info, TracebackVariable()])
         if info is not None and not (info.is_python_constant() and info.as_python_constant() is None):
-            raise unsupported("sys.exc_info() while an exception is handled", repr(info))
+            raise unsupported("sys.exc_info() while an exception is handled", describe(info))
         frame = frame.parent
     return ConstantVariable((None, None, None))
 
@@ -308,7 +309,7 @@ def _object_init(tx, args, kwargs):
 
 def _as_object(var):
     if not isinstance(var, InstanceAttrsMixin):
-        raise unsupported("object.__setattr__/__getattribute__ on a non-object", repr(var))
+        raise unsupported("object.__setattr__/__getattribute__ on a non-object", describe(var))
     return var
 
 

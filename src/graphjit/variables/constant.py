@@ -12,6 +12,7 @@ import torch
 from ..exc import unsupported
 from ..guards.guard import GuardKind
 from .base import MethodVariable, VariableTracker, call_python, check_constant_args, register_builder
+from ..diagnostics.describe import describe
 
 CONSTANT_TYPES = (
     type(None), bool, int, float, complex, str, bytes, type(Ellipsis), type(NotImplemented),
@@ -70,7 +71,7 @@ class ConstantVariable(VariableTracker):
             # ``sep.join(iterator)``: the items, taken as iteration takes them
             items = tx.make_iterator(args[0]).unpack(tx)
             if not all(i.is_python_constant() for i in items):
-                raise unsupported("str.join of non-constant items", repr(items))
+                raise unsupported("str.join of non-constant items", describe(items))
             args = [ConstantVariable(tuple(i.as_python_constant() for i in items))]
         cargs, ckwargs = check_constant_args(f"{type(self.value).__name__}.{name}", args, kwargs)
         fn = call_python("getattr", getattr, self.value, name)
@@ -92,5 +93,5 @@ def _build_constant(tx, value, source):
 @register_builder(slice)
 def _build_slice(tx, value, source):
     if not is_constant_value(value):
-        raise unsupported("slice of non-constants", repr(value))
+        raise unsupported("slice of non-constants", describe(value))
     return _build_constant(tx, value, source)

@@ -40,6 +40,7 @@ from .base import (
 from .constant import ConstantVariable
 from .object_ids import IdentityKey, ObjectIdVariable
 from .sequences import ListVariable, TupleVariable
+from ..diagnostics.describe import describe
 
 #: keys a source writes as a literal (others, a tensor's, are referred to by identity)
 _SIMPLE_KEYS = (int, str, bool, float, type(None), bytes)
@@ -142,7 +143,7 @@ def key_of(var: VariableTracker, tx=None) -> Any:
         raise observed(TypeError, f"unhashable type: '{name}'")
     if var.is_tensor():
         if tx is None:
-            raise unsupported("tensor as a dict key", repr(var))
+            raise unsupported("tensor as a dict key", describe(var))
         real = tx.output.real_tensor(var.node) if var.source is not None else None
         if real is None:  # made by the graph: it stands for itself (one key per node)
             real = tx.output.node_keys.get(var.node)
@@ -155,7 +156,7 @@ def key_of(var: VariableTracker, tx=None) -> Any:
     except Exception:
         key = _frozen_dataclass_key(var, tx)
         if key is None:
-            raise unsupported("dict key that is not a constant", repr(var)) from None
+            raise unsupported("dict key that is not a constant", describe(var)) from None
         tx.output.key_trackers[id(key)] = var
         return key
     try:
@@ -272,7 +273,7 @@ class DictVariable(VariableTracker):
 
     def _check_writable(self, tx) -> None:
         if self.is_existing and self.source is None:
-            raise unsupported("mutation of a dict without a source", repr(self),
+            raise unsupported("mutation of a dict without a source", describe(self),
                               "This dict existed before the call but cannot be reloaded to replay it.")
 
     def setitem_key(self, tx, key: Any, value: VariableTracker) -> None:

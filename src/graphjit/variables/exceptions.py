@@ -12,6 +12,7 @@ import types
 
 from ..exc import unsupported
 from .base import AttributeMutationNew, VariableTracker, builder_for, call_python, register_builder
+from ..diagnostics.describe import describe
 
 
 class ExceptionVariable(VariableTracker):
@@ -50,7 +51,7 @@ class ExceptionVariable(VariableTracker):
         elif value.is_python_constant() and not isinstance(value.as_python_constant(), (list, dict, set)):
             v = value.as_python_constant()
         else:
-            raise unsupported("attribute write on an exception", f"{self!r}.{name} = {value!r}",
+            raise unsupported("attribute write on an exception", f"{describe(self)}.{name} = {describe(value)}",
                               "Exceptions made in compiled code hold constants only.")
         call_python("setattr", setattr, self.exc, name, v)
 

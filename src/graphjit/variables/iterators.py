@@ -20,6 +20,7 @@ from .constant import ConstantVariable
 from .dicts import DictVariable, DictViewVariable
 from .sequences import ListVariable, TupleVariable
 from .sets import SetVariable
+from ..diagnostics.describe import describe
 
 
 class IteratorVariable(VariableTracker):
@@ -27,7 +28,7 @@ class IteratorVariable(VariableTracker):
 
     def next_item(self, tx) -> VariableTracker | None:
         """The next item, or ``None`` when exhausted (each iterator kind defines it)."""
-        raise unsupported("iterator without next()", repr(self))
+        raise unsupported("iterator without next()", describe(self))
 
     def unpack(self, tx) -> list[VariableTracker]:
         items = []
@@ -326,7 +327,7 @@ def _thrown(tx, args: list) -> BaseException:
     if isinstance(exc, type) and issubclass(exc, BaseException):
         exc = value.call_function(tx, [], {}).as_python_constant()
     if not isinstance(exc, BaseException):
-        raise unsupported("generator.throw of a non-exception", repr(value))
+        raise unsupported("generator.throw of a non-exception", describe(value))
     return exc
 
 
@@ -335,7 +336,7 @@ def stop_iteration(value: VariableTracker):
     if value.is_python_constant():
         v = value.as_python_constant()
         return observed(StopIteration) if v is None else observed(StopIteration, v)
-    raise unsupported("generator return value that is not a constant", repr(value),
+    raise unsupported("generator return value that is not a constant", describe(value),
                       "StopIteration.value is modelled for constants only.")
 
 

@@ -39,6 +39,7 @@ from .functions import UserMethodVariable
 from .iterators import ListIteratorVariable
 from .objects import UserObjectVariable
 from .sequences import TupleVariable
+from ..diagnostics.describe import describe
 
 _MODULE_GLOBALS = ConstSource(_module_globals, "torch.nn.modules.module")
 _GLOBAL_HOOKS = ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
@@ -287,7 +288,7 @@ class NNModuleVariable(UserObjectVariable):
             if idx not in keys:
                 raise observed(KeyError, idx)
             return self._child(tx, idx)
-        raise unsupported("module subscript", f"{type(m).__qualname__}[{idx!r}]")
+        raise unsupported("module subscript", f"{type(m).__qualname__}[{describe(idx)}]")
 
     # -- calls ----------------------------------------------------------------------------
     def call_function(self, tx, args, kwargs) -> VariableTracker:

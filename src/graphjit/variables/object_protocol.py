@@ -39,6 +39,7 @@ from ..sources import AttrSource, ConstSource, GetItemSource, Source
 from .base import MethodVariable, VariableTracker
 from .dicts import DELETED, MISSING
 from .functions import UserMethodVariable
+from ..diagnostics.describe import describe
 
 _BUILTIN_DESCRIPTORS = (types.WrapperDescriptorType, types.MethodDescriptorType,
                         types.BuiltinFunctionType, types.ClassMethodDescriptorType,
@@ -259,7 +260,7 @@ def _type_hook(tx, obj, slot: str, default: Any, args: list) -> bool:
     if fn is default:
         return False
     if not isinstance(fn, types.FunctionType):
-        raise unsupported(f"C-level {slot}", f"{cls.__qualname__}.{args[0]!r}")
+        raise unsupported(f"C-level {slot}", f"{cls.__qualname__}.{describe(args[0])}")
     hook = VariableTracker.build(tx, fn, AttrSource(class_source(tx, cls), slot), realize=True)
     hook.call_function(tx, [obj, *(VariableTracker.build(tx, a) if isinstance(a, str) else a for a in args)], {})
     return True

@@ -43,6 +43,7 @@ from .dicts import DELETED, MISSING, DictVariable
 from .exceptions import ExceptionVariable
 from .functions import UserMethodVariable
 from .instance_attrs import InstanceAttrsMixin, InstanceDictVariable
+from ..diagnostics.describe import describe
 
 
 class UserObjectVariable(InstanceAttrsMixin, VariableTracker):
@@ -542,7 +543,7 @@ def enter_context(tx, ctx: VariableTracker) -> tuple[VariableTracker, VariableTr
     if isinstance(ctx, ConstantVariable) and type(ctx.value) is torch.device:
         ctx = VariableTracker.build(tx, torch.utils._device.DeviceContext).call_function(tx, [ctx], {})
     if not isinstance(ctx, UserObjectVariable):
-        raise unsupported("unsupported context manager", f"with {ctx!r}",
+        raise unsupported("unsupported context manager", f"with {describe(ctx)}",
                           "Context managers of Python classes and torch's grad modes are traced.")
     cls = ctx.python_type()
     found_enter = proto.lookup_type(tx, cls, "__enter__")

@@ -29,6 +29,7 @@ from .random_values import PrologueValueVariable, derived_value
 from .sequences import BaseSequenceVariable, ListVariable, TupleVariable
 from .sets import SetVariable, other_keys
 from .sym_node import SymNodeVariable, specialized, sym_binary_op, sym_unary_op
+from ..diagnostics.describe import describe
 
 _INPLACE_TO_PLAIN = {
     operator.iadd: operator.add, operator.isub: operator.sub, operator.imul: operator.mul,
@@ -86,7 +87,7 @@ def binary_op(tx, op: Callable, left: VariableTracker, right: VariableTracker) -
     if op in (operator.eq, operator.ne):
         same = left.identity() is right.identity()
         return ConstantVariable(same if op is operator.eq else not same)
-    raise unsupported("unsupported operand types", f"{_name(op)}({left!r}, {right!r})")
+    raise unsupported("unsupported operand types", f"{_name(op)}({describe(left)}, {describe(right)})")
 
 
 def _container_op(tx, op, left, right) -> VariableTracker:
@@ -148,7 +149,7 @@ def _container_op(tx, op, left, right) -> VariableTracker:
                                                      right.as_python_constant()))
     if isinstance(left, BaseSequenceVariable) and isinstance(right, BaseSequenceVariable) and \
             op in (operator.lt, operator.le, operator.gt, operator.ge):
-        raise unsupported("ordering of sequences with non-constant items", f"{left!r} {_name(op)} {right!r}")
+        raise unsupported("ordering of sequences with non-constant items", f"{describe(left)} {_name(op)} {describe(right)}")
     raise observed(TypeError, f"unsupported operand type(s) for {_name(op)}: "
                               f"'{left.python_type().__name__}' and '{right.python_type().__name__}'")
 
@@ -193,7 +194,7 @@ def _object_op(tx, op, left, right) -> VariableTracker:
     base_op = _INPLACE_TO_PLAIN.get(op, op)
     names = _DUNDERS.get(base_op)
     if names is None:
-        raise unsupported("operator on a user object", f"{_name(op)}({left!r}, {right!r})")
+        raise unsupported("operator on a user object", f"{_name(op)}({describe(left)}, {describe(right)})")
     inplace = "__i" + names[0][2:] if base_op is not op else None
     attempts = []
     if inplace and isinstance(left, UserObjectVariable):
@@ -262,4 +263,4 @@ def contains(tx, container: VariableTracker, item: VariableTracker) -> VariableT
     if container.is_python_constant():  # e.g. a tensor in a constant tuple
         items = [VariableTracker.build(tx, v) for v in container.as_python_constant()]
         return tx.inline_polyfill(poly.sequence_contains, [TupleVariable(items), item])
-    raise unsupported("unsupported `in`", f"{item!r} in {container!r}")
+    raise unsupported("unsupported `in`", f"{describe(item)} in {describe(container)}")

@@ -40,6 +40,7 @@ from ..sources import ConstSource, Source
 from .base import MethodVariable, VariableTracker, register_builder, register_builder_by_id
 from .constant import ConstantVariable
 from .tensor import TensorVariable
+from ..diagnostics.describe import describe
 
 #: ``random.Random`` methods recorded as steps, with the Python type of their result
 #: (``None``: not known before the call)
@@ -120,7 +121,7 @@ class Prologue:
 def _check_step_argument(var: VariableTracker) -> None:
     if isinstance(var, (PrologueValueVariable, RandomObjectVariable)) or var.is_python_constant():
         return
-    raise unsupported("random call with an argument that is not a constant", repr(var),
+    raise unsupported("random call with an argument that is not a constant", describe(var),
                       "Arguments of random calls are evaluated before the graph runs; pass "
                       "constants (or values drawn from random).")
 
@@ -177,7 +178,7 @@ class PrologueValueVariable(VariableTracker):
 
 
 def _needs_value(var: PrologueValueVariable, what: str):
-    return unsupported("value drawn from random at run time", f"{what} of {var!r}",
+    return unsupported("value drawn from random at run time", f"{what} of {describe(var)}",
                        "The value is drawn when the compiled code runs, so tracing cannot "
                        "depend on it; the graph breaks here and Python uses the real value.")
 
@@ -302,7 +303,7 @@ class RandomObjectVariable(VariableTracker):
         if name == "choice" and args and not isinstance(args[0], PrologueValueVariable):
             items = args[0].as_python_constant() if args[0].is_python_constant() else None
             if items is None:
-                raise unsupported("random.choice over non-constants", repr(args[0]),
+                raise unsupported("random.choice over non-constants", describe(args[0]),
                                   "The item is picked at run time; the call runs in Python.")
             kinds = {type(i) for i in items}
             ptype = kinds.pop() if len(kinds) == 1 else None

@@ -33,6 +33,7 @@ from .base import (
     register_builder_predicate,
 )
 from .constant import ConstantVariable, is_constant_value
+from ..diagnostics.describe import describe
 
 
 class BaseSequenceVariable(VariableTracker):
@@ -199,7 +200,7 @@ class ListVariable(BaseSequenceVariable):
             check_mutable(self, f"list.{op}")
             return
         if self.source is None:
-            raise unsupported("mutation of a list without a source", f"list.{op} on {self!r}",
+            raise unsupported("mutation of a list without a source", f"list.{op} on {describe(self)}",
                               "This list existed before the call but cannot be reloaded to replay it.")
         tx.output.side_effects.list_mutation(self, op, item)
 
@@ -268,7 +269,7 @@ class ListVariable(BaseSequenceVariable):
         order), then the list's items replaced in place."""
         if args or set(kwargs) - {"reverse", "key"}:
             raise observed(TypeError, "sort() takes no positional arguments") if args else \
-                unsupported("list.sort with unknown keywords", repr(kwargs))
+                unsupported("list.sort with unknown keywords", ", ".join(sorted(kwargs)))
         ordered = tx.call_python_builtin(sorted, [ListVariable(list(self.items))], dict(kwargs))
         self._mutate(tx, "sort")
         self.items[:] = ordered.unpack(tx)
@@ -325,7 +326,7 @@ class DequeVariable(BaseSequenceVariable):
             check_mutable(self, "deque mutation")
             return
         if self.source is None:
-            raise unsupported("mutation of a deque without a source", repr(self))
+            raise unsupported("mutation of a deque without a source", describe(self))
         tx.output.side_effects.list_mutation(self, "rebuild")
 
     def _trim(self, left: bool) -> None:

@@ -26,6 +26,7 @@ from .base import (
 from .constant import ConstantVariable, is_constant_value
 from .dicts import DictViewVariable, FrozenDataclassKey, GraphTensorKey, key_of, key_var
 from .object_ids import IdentityKey
+from ..diagnostics.describe import describe
 
 
 class SetVariable(VariableTracker):
@@ -91,7 +92,7 @@ class SetVariable(VariableTracker):
         check_mutable(self, f"set.{op}")
         if self.existing is not None:
             if self.source is None:
-                raise unsupported("mutation of a set without a source", repr(self))
+                raise unsupported("mutation of a set without a source", describe(self))
             tx.output.side_effects.set_mutation(self, op, arg)
         if op == "clear":
             self.keys.clear()

@@ -32,6 +32,7 @@ from torch.fx.experimental.symbolic_shapes import (
 from ..exc import unsupported
 from .base import VariableTracker, probing
 from .constant import ConstantVariable
+from ..diagnostics.describe import describe
 
 SYM_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool)
 _PYTHON_TYPES = {torch.SymInt: int, torch.SymFloat: float, torch.SymBool: bool}
@@ -88,7 +89,7 @@ class SymNodeVariable(VariableTracker):
 
     def as_python_constant(self):
         if probing():
-            raise unsupported("symbolic value", repr(self), "Probing does not specialize.")
+            raise unsupported("symbolic value", describe(self), "Probing does not specialize.")
         return self.evaluate()
 
     def truthiness(self, tx) -> bool:

@@ -21,6 +21,7 @@ from .constant import ConstantVariable
 from .grad_mode import GradModeVariable, InferenceModeVariable
 from .numpy_values import constant_tensor
 from .sequences import TupleVariable
+from ..diagnostics.describe import describe
 
 
 def _compiling_flags() -> set:
@@ -238,7 +239,7 @@ class AutogradFunctionApplyVariable(VariableTracker):
     def call_function(self, tx, args, kwargs) -> VariableTracker:
         cls = args[0].as_python_constant()
         if not (isinstance(cls, type) and issubclass(cls, torch.autograd.Function)):
-            raise unsupported("Function.apply on a non-Function", repr(args[0]))
+            raise unsupported("Function.apply on a non-Function", describe(args[0]))
         if "vjp" in cls.__dict__ or "jvp" in cls.__dict__ or "vmap" in cls.__dict__:
             raise unsupported("autograd.Function with custom vjp/jvp/vmap", cls.__qualname__)
         if tx.output.torch_function.needs_dispatch(args[1:], kwargs):
