@@ -18,6 +18,8 @@ from __future__ import annotations
 import dataclasses
 import linecache
 
+from .break_hints import hints_for
+
 
 @dataclasses.dataclass(frozen=True)
 class UserFrame:
@@ -111,5 +113,6 @@ class RestartAnalysis(GraphjitError):
 
 
 def unsupported(gb_type: str, context: str = "", explanation: str = "", hints=()) -> Unsupported:
-    """Build (not raise) an :class:`Unsupported`; callers write ``raise unsupported(...)``."""
-    return Unsupported(gb_type, context, explanation, tuple(hints))
+    """Build (not raise) an :class:`Unsupported`; callers write ``raise unsupported(...)``.
+    Without ``hints`` the break gets its kind's hint (``break_hints.py``)."""
+    return Unsupported(gb_type, context, explanation, tuple(hints) or hints_for(gb_type))

@@ -32,7 +32,7 @@ from .record import CompileRecord, Recorder
 
 VERSION = 1
 _CONTEXT = 3  # source lines shown around a break
-_RECOMPILE = re.compile(r"^(?P<check>.*?) \(expected (?P<expected>.*), actual (?P<actual>.*)\)"
+_RECOMPILE = re.compile(r"^(?P<check>.*?) \(expected (?P<expected>.*?), actual (?P<actual>.*?)\)"
                         r"(?P<more> \(and \d+ more\))?$", re.S)
 
 

@@ -422,7 +422,7 @@ def check_constant_args(what: str, args: list, kwargs: dict) -> tuple[list, dict
                 {k: v.as_python_constant() for k, v in kwargs.items()})
     except Exception:
         raise unsupported(f"{what} with non-constant arguments",
-                          f"{what}({', '.join(map(repr, [*args, *kwargs.values()]))})") from None
+                          f"{what}({', '.join(map(describe, [*args, *kwargs.values()]))})") from None
 
 
 def call_python(what: str, fn: Callable, *args, **kwargs) -> Any:

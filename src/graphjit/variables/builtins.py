@@ -184,7 +184,7 @@ def call_builtin(tx, fn, args: list, kwargs: dict) -> VariableTracker:
         value = call_python(_name(fn), fn, *[a.as_python_constant() for a in args],
                             **{k: v.as_python_constant() for k, v in kwargs.items()})
         return VariableTracker.build(tx, value)
-    raise unsupported("unsupported builtin call", f"{_name(fn)}({', '.join(map(repr, args))})",
+    raise unsupported("unsupported builtin call", f"{_name(fn)}({', '.join(map(describe, args))})",
                       f"graphjit does not trace {_name(fn)} with these arguments.")
 
 

@@ -260,7 +260,7 @@ def _type_hook(tx, obj, slot: str, default: Any, args: list) -> bool:
     if fn is default:
         return False
     if not isinstance(fn, types.FunctionType):
-        raise unsupported(f"C-level {slot}", f"{cls.__qualname__}.{describe(args[0])}")
+        raise unsupported(f"C-level {slot}", f"{cls.__qualname__}.{_attr_name(args[0])}")
     hook = VariableTracker.build(tx, fn, AttrSource(class_source(tx, cls), slot), realize=True)
     hook.call_function(tx, [obj, *(VariableTracker.build(tx, a) if isinstance(a, str) else a for a in args)], {})
     return True
@@ -355,3 +355,10 @@ def has_attr(tx, obj, name: str) -> bool:
 
 def is_builtin_class(cls: type) -> bool:
     return getattr(builtins, cls.__name__, None) is cls
+
+
+def _attr_name(var) -> str:
+    """The attribute name an object protocol call was given (a constant string), for a
+    reason."""
+    value = getattr(var, "value", None)
+    return value if isinstance(value, str) else describe(var)
