@@ -135,7 +135,10 @@ def _overview(log: dict) -> str:
     out.append("</div>")
     if s["top_breaks"]:
         out.append("<h3>Most frequent break kinds</h3><table><tr><th>kind</th><th>count</th></tr>")
-        out += [f"<tr><td>{esc(k)}</td><td>{n}</td></tr>" for k, n in s["top_breaks"]]
+        first = {}
+        for b in log["breaks"]:
+            first.setdefault(b["kind"], b["id"])
+        out += [f'<tr><td><a href="#break-{first[k]}">{esc(k)}</a></td><td>{n}</td></tr>' for k, n in s["top_breaks"]]
         out.append("</table>")
     out.append("<h3>Compiled frames</h3><table><tr><th>function</th><th>where</th><th>compiles</th>"
                "<th>graphs</th><th>breaks</th></tr>")
@@ -196,6 +199,10 @@ def _compile(log: dict, c: dict) -> str:
     out = [f'<h3 id="compile-{c["id"]}">compile #{c["id"]} <span class="tag t-{esc(c["outcome"])}">'
            f'{esc(c["outcome"])}</span> at {esc(_seconds(c["start"]))}: {esc(_seconds(c["seconds"]))} '
            f'(trace {esc(_seconds(c["trace_seconds"]))}, backend {esc(_seconds(c["backend_seconds"]))})</h3>']
+    if c["graphs"] or c["breaks"]:
+        links = [f'<a href="#graph-{g}">{esc(log["graphs"][g]["name"])}</a>' for g in c["graphs"]]
+        links += [f'<a href="#break-{b}">break: {esc(log["breaks"][b]["kind"])}</a>' for b in c["breaks"]]
+        out.append(f"<div>{' · '.join(links)}</div>")
     if c["guard_checks"] is not None:
         out.append(f"<div>guard checks {c['guard_checks']}, hits {c['guard_hits']}, "
                    f"{esc(_seconds(c['guard_seconds']))}</div>")
@@ -210,7 +217,7 @@ def _compile(log: dict, c: dict) -> str:
     if c["error"]:
         out.append(f"<div class=brk>{esc(c['error'])}</div>")
     for bid in c["breaks"]:
-        out.append(_break(log["breaks"][bid]))
+        out.append(_break(log, log["breaks"][bid]))
     for s in c["skipped"]:
         out.append(f"<div class=brk>runs in Python: {esc(s)}</div>")
     for gid in c["graphs"]:
@@ -228,10 +235,13 @@ def _compile(log: dict, c: dict) -> str:
     return "".join(out)
 
 
-def _break(b: dict) -> str:
+def _break(log: dict, b: dict) -> str:
     out = [f'<div class=brk id="break-{b["id"]}"><b>Graph break</b>: {esc(b["reason"])}']
     if b["compile"] is not None:
-        out.append(f' (<a href="#compile-{b["compile"]}">compile #{b["compile"]}</a>)')
+        out.append(f' (<a href="#compile-{b["compile"]}">compile #{b["compile"]}</a>')
+        graphs = log["compiles"][b["compile"]]["graphs"]
+        out += [f', graph before it: <a href="#graph-{g}">{esc(log["graphs"][g]["name"])}</a>' for g in graphs]
+        out.append(")")
     if b["instruction"]:
         out.append(f"<div>at {esc(b['instruction'])}: {esc(b['resumed'])}</div>")
     if b["explanation"]:

@@ -175,6 +175,8 @@ def _python_of(code: types.CodeType) -> dict:
         return {"python": decompile(code), "error": None}
     except DecompileError as e:
         return {"python": None, "error": str(e), "bytecode": format_code(code)}
+    except Exception as e:  # noqa: BLE001  (a decompiler bug must not lose the report)
+        return {"python": None, "error": f"decompiler error {type(e).__name__}: {e}", "bytecode": format_code(code)}
 
 
 def _source_of(code: types.CodeType) -> dict:
