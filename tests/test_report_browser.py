@@ -87,6 +87,8 @@ def test_rendered_page_shows_what_was_compiled(report_dir):
     assert "transformed code (as Python)" in text
     assert re.search(r"= __compiled_fn_\d+\.fn\(a, b\)", text)
     assert re.search(r"return __resume_at_\d+_\d+\(", text)
+    # no tracker's repr anywhere on the page
+    assert not re.search(r"\b[A-Z]\w*Variable\(|LazyVariableTracker", text)
     # links between graphs, breaks and compiles resolve to anchors on the page
     ids = set(re.findall(r'id="([^"]+)"', dom))
     for target in re.findall(r'href="#([^"]+)"', dom):

@@ -194,3 +194,33 @@ def test_exception_context_is_chained_in_handlers():
     with pytest.raises(ValueError) as info:
         clone({})
     assert isinstance(info.value.__context__, KeyError)
+
+
+def test_generators_comprehensions_and_star_calls_round_trip():
+    def prog(xs, k, **kw):
+        t = sum(x * k for x in xs if x)
+
+        def gen(n):
+            for i in range(n):
+                got = yield i * 2
+                if got:
+                    return got
+
+        out = list(gen(3))
+        it = gen(5)
+        next(it)
+        try:
+            it.send(7)
+        except StopIteration as e:
+            out.append(e.value)
+        d = {"x": 1, **kw, "y": t}
+        return t, out, {a: b for a, b in d.items()}, dict(**d, z=3), [*xs, *out], f"{t!r:>6}|{k}"
+
+    code, _ = recompile(prog.__code__)
+    clone = types.FunctionType(code, prog.__globals__, "prog")
+    assert clone([1, 2, 0, 3], 2, q=5) == prog([1, 2, 0, 3], 2, q=5)
+    with pytest.raises(TypeError, match="got multiple values for keyword argument 'x'") as theirs:
+        prog([1], 1, z=0, x=3)
+    with pytest.raises(TypeError) as ours:
+        clone([1], 1, z=0, x=3)
+    assert str(ours.value) == str(theirs.value)

@@ -7,8 +7,9 @@ Contract:
   rebuilt values, replayed side effects, the instruction run at a break and the call of a
   resume function; a resume function: a prologue that rebuilds the stack and jumps into
   the original code; a step break's tail: a copy of the original code whose calls are
-  intercepted) and for most user code.  What cannot be written as Python (async code,
-  generators, ``match`` patterns, class bodies) raises :class:`DecompileError` naming it.
+  intercepted) and for most user code, generators included.  What cannot be written as
+  Python (async code, ``yield from``, ``match`` patterns, class bodies) raises
+  :class:`DecompileError` naming it.
 * :func:`recompile(code) <recompile>` compiles that source back into a code object with
   ``code``'s signature and free variables and its objects (constants that have no
   literal: compiled graphs, resume functions, functions) in place: a test runs it instead
@@ -158,9 +159,8 @@ class _Function:
     """Decompiles one code object (nested code objects get their own instance)."""
 
     def __init__(self, code: types.CodeType, names: Names, temps: itertools.count, name: str | None = None) -> None:
-        if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
-                            | inspect.CO_ITERABLE_COROUTINE):
-            raise DecompileError(f"{code.co_name} is a generator or coroutine")
+        if code.co_flags & (inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE):
+            raise DecompileError(f"{code.co_name} is a coroutine")
         self.code, self.names, self.temps = code, names, temps
         self.name = name or _local_name(code.co_name)
         self.insts = decode(code)

@@ -75,7 +75,7 @@ class Exit:
 
 UNSUPPORTED = frozenset({
     "GET_AITER", "GET_ANEXT", "BEFORE_ASYNC_WITH", "END_ASYNC_FOR", "GET_AWAITABLE", "SEND",
-    "ASYNC_GEN_WRAP", "YIELD_VALUE", "RETURN_GENERATOR", "GET_YIELD_FROM_ITER", "CLEANUP_THROW",
+    "ASYNC_GEN_WRAP", "GET_YIELD_FROM_ITER", "CLEANUP_THROW",
     "PRINT_EXPR", "IMPORT_STAR", "SETUP_ANNOTATIONS", "LOAD_NAME", "STORE_NAME", "DELETE_NAME",
     "LOAD_CLASSDEREF", "PREP_RERAISE_STAR", "CHECK_EG_MATCH", "MATCH_CLASS", "MATCH_MAPPING",
     "MATCH_SEQUENCE", "MATCH_KEYS", "GET_LEN", "CACHE", "EXTENDED_ARG", "INTERPRETER_EXIT",
@@ -404,8 +404,9 @@ class BlockTranslator:
             fmt = f"{{{value.text}{conv}}}"
         self.push(Expr(text, fmt=fmt))
 
-    def _add_to(self, inst, kind: str, render: Callable[[list], str], method: Callable[[str, list], str]) -> None:
-        items = [self.value(i).text for i in self.pop(2 if kind == "map" else 1)]
+    def _add_to(self, inst, kind: str, render: Callable[[list], str], method: Callable[[str, list], str],
+                npop: int = 1) -> None:
+        items = [self.value(i).text for i in self.pop(npop)]
         target = self.stack[-inst.arg]
         if target.display is not None and target.display[0] in (kind, "merge" if kind == "map" else kind):
             target.display[1].append(render(items))
@@ -429,7 +430,7 @@ class BlockTranslator:
         self._add_to(inst, "set", lambda it: f"*{it[0]}", lambda t, it: f"{t}.update({it[0]})")
 
     def MAP_ADD(self, inst) -> None:
-        self._add_to(inst, "map", lambda it: f"{it[0]}: {it[1]}", lambda t, it: f"{t}[{it[0]}] = {it[1]}")
+        self._add_to(inst, "map", lambda it: f"{it[0]}: {it[1]}", lambda t, it: f"{t}[{it[0]}] = {it[1]}", 2)
 
     def DICT_UPDATE(self, inst) -> None:
         self._add_to(inst, "map", lambda it: f"**{it[0]}", lambda t, it: f"{t}.update({it[0]})")
@@ -557,6 +558,18 @@ class BlockTranslator:
         if self.skip == 0:
             for t in reversed(targets):
                 self.push(Expr(t, pure=True))
+
+    # ---- generators ----------------------------------------------------------------------
+    def RETURN_GENERATOR(self, inst) -> None:
+        """A generator's first instruction (its ``yield`` makes the ``def`` one)."""
+        self.push(Expr("None", pure=True))
+
+    def YIELD_VALUE(self, inst) -> None:
+        value = self.value(self.pop1())
+        self.flush()
+        temp = self.new_temp()
+        self.lines.append(f"{temp} = yield {value.text}")
+        self.push(Expr(temp, pure=True))
 
     # ---- control flow -------------------------------------------------------------------
     def RETURN_VALUE(self, inst) -> None:
