@@ -219,7 +219,7 @@ def test_generators_comprehensions_and_star_calls_round_trip():
     code, _ = recompile(prog.__code__)
     clone = types.FunctionType(code, prog.__globals__, "prog")
     assert clone([1, 2, 0, 3], 2, q=5) == prog([1, 2, 0, 3], 2, q=5)
-    with pytest.raises(TypeError, match="got multiple values for keyword argument 'x'") as theirs:
+    with pytest.raises(TypeError, match="got multiple values for keyword argument 'z'") as theirs:
         prog([1], 1, z=0, x=3)
     with pytest.raises(TypeError) as ours:
         clone([1], 1, z=0, x=3)
