@@ -218,7 +218,7 @@ class _Function:
                               if i.opname in ("STORE_DEREF", "DELETE_DEREF") and i.argval in code.co_freevars})
         if stored_free:
             lines.append(f"    nonlocal {', '.join(stored_free)}")
-        if code.co_freevars:  # keep every free variable (and their order) in the compiled code
+        if code.co_freevars and self.names.executable:  # keep every free variable (and their order)
             lines.append(f"    if False: ({', '.join(_local_name(v) for v in code.co_freevars)},)")
         return lines
 
