@@ -121,6 +121,8 @@ class OutputGraph:
         self.read_log: list | None = None
         #: repeated blocks traced once (variables/hops/repeated_blocks.py)
         self.block_records: dict = {}
+        #: inside an activation-checkpointed call (its ops are tagged in this graph)
+        self.checkpointing = 0
         #: which sizes and numbers are symbolic (``None``: all static)
         self.shapes = shapes
         self.shape_env = new_shape_env()

@@ -25,7 +25,9 @@ Contract:
   from the block may be pending in the trace, and nothing may have been mutated since the
   first block was traced (otherwise the block is traced).
 * A block that differs (a hook, another config attribute, a patched ``forward``, other
-  argument constants or metadata) is traced on its own (inlined).
+  argument constants or metadata) is traced on its own (inlined), and so is a block inside
+  an activation-checkpointed call or one that checkpoints itself (its ops must carry the
+  checkpoint's tags in the calling graph).
 """
 
 from __future__ import annotations
@@ -209,7 +211,7 @@ def call_block(tx, module_var, forward, args: list, kwargs: dict) -> VariableTra
     out = tx.output
     source = module_var.source
     if not config.reuse_repeated_blocks or in_body() or source is None or not _is_block(source) \
-            or has_hooks(module_var.value) or _pending_under(out, source):
+            or out.checkpointing or has_hooks(module_var.value) or _pending_under(out, source):
         return None
     leaves, spec = tree_flatten(tx, TupleVariable([TupleVariable(list(args)), DictVariable(dict(kwargs))]))
     key = _key(module_var, forward, spec, leaves, tx)
@@ -250,7 +252,8 @@ def _trace_first(tx, module_var, forward, leaves, spec, key) -> BlockRecord | No
         out.block_records[key] = _FAILED
         return None
     if any(not isinstance(leaf, (TensorVariable, SymNodeVariable)) and not leaf.is_python_constant()
-           for leaf in body.out_leaves):
+           for leaf in body.out_leaves) or any("ac_graph_id" in n.meta for n in body.gm.graph.nodes):
+        # (a block that checkpoints itself: its tagged ops belong in the calling graph)
         out.block_records[key] = _FAILED
         return None
     sources = {r for r in reads if isinstance(r, Source)}
