@@ -582,9 +582,11 @@ class InstructionTranslator(TranslatorBase):
                 real.cell_contents
             except ValueError:
                 self.cells[name] = CellVariable(name, real=real, local_name=name, pre_existing=True)
-                continue
-            self.cells[name] = CellVariable(name, real=real, local_name=name, pre_existing=True,
-                                            contents_source=LocalSource(name, "free"))
+            else:
+                self.cells[name] = CellVariable(name, real=real, local_name=name, pre_existing=True,
+                                                contents_source=LocalSource(name, "free"))
+            # the same cell reached through another function's closure is this tracker
+            output.side_effects.register_existing(real, self.cells[name])
 
     def local(self, name: str) -> VariableTracker | None:
         var = self.symbolic_locals.get(name)

@@ -47,6 +47,7 @@ from .grad_mode import (GradModeExit, GradModeVariable, InferenceModeExitVariabl
                         InferenceModeVariable, WithExitVariable)
 from .builtins import BuiltinVariable
 from . import library  # noqa: F401  (registers inspect.signature and its values)
+from . import immutable_values  # noqa: F401  (str.isalnum(c), re's functions, patterns)
 from .torch_function import TorchFunctionVariable
 from .checkpoint import CheckpointVariable
 from . import copying  # noqa: F401  (registers copy.copy/deepcopy and the C methods they reach)

@@ -1,0 +1,155 @@
+"""Calls whose results are immutable values, computed at trace time.
+
+* **Methods of immutable built-in types called through the class** (``str.isalnum(c)``,
+  ``str.count(s, "...")``, ``int.bit_length(n)``, ``tuple.index(t, x)``), as einops'
+  pattern parser writes them: the method descriptor is a :class:`TypeMethodVariable`.
+  With constant arguments the call is folded (an error is the program's); otherwise, when
+  the first argument is exactly of the method's type, it is that value's own method call
+  (``s.count(x)``), so a tuple of tensors is searched as the tracker searches it.
+* **Regular expressions**: ``re.compile``, ``re.search``, ``re.match``, ``re.fullmatch``,
+  ``re.sub``, ``re.subn``, ``re.split``, ``re.findall``, ``re.escape`` with constant
+  arguments are folded (``unittest``'s ``assertRaisesRegex`` compiles its pattern), as
+  TorchDynamo folds them; compiled patterns and match objects are immutable values
+  (:class:`RegexValueVariable`): attribute reads and method calls with constant arguments
+  are folded.  A pattern read from a source (a module-level compiled regex) is guarded by
+  identity.
+"""
+
+from __future__ import annotations
+
+import re
+import types
+from typing import Any
+
+from ..exc import unsupported
+from ..guards.guard import GuardKind
+from .base import (
+    MethodVariable,
+    VariableTracker,
+    call_python,
+    check_constant_args,
+    register_builder,
+    register_builder_by_id,
+    register_builder_predicate,
+)
+from .builtins import build_builtin, register
+from .constant import ConstantVariable, is_constant_value
+from .sequences import ListVariable, TupleVariable
+
+#: built-in types whose values are immutable and held as constants
+IMMUTABLE_TYPES = (str, bytes, int, float, complex, bool, tuple, frozenset, range)
+_REGEX_TYPES = (re.Pattern, re.Match)
+
+
+def _is_type_method(value: Any) -> bool:
+    return isinstance(value, (types.MethodDescriptorType, types.WrapperDescriptorType,
+                              types.ClassMethodDescriptorType)) \
+        and getattr(value, "__objclass__", None) in IMMUTABLE_TYPES \
+        and not isinstance(value, types.ClassMethodDescriptorType)
+
+
+class TypeMethodVariable(VariableTracker):
+    """A method of an immutable built-in type read through the class (``str.isalnum``)."""
+
+    def __init__(self, fn: Any, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.fn = fn
+
+    def _repr_body(self) -> str:
+        return f"{self.fn.__objclass__.__name__}.{self.fn.__name__}"
+
+    def python_type(self) -> type:
+        return type(self.fn)
+
+    def as_python_constant(self):
+        return self.fn
+
+    def identity(self):
+        return self.fn
+
+    def call_function(self, tx, args, kwargs) -> VariableTracker:
+        what = f"{self.fn.__objclass__.__name__}.{self.fn.__name__}"
+        if all(a.is_python_constant() for a in [*args, *kwargs.values()]):
+            cargs, ckwargs = check_constant_args(what, args, kwargs)
+            return VariableTracker.build(tx, call_python(what, self.fn, *cargs, **ckwargs))
+        if args and args[0].python_type() is self.fn.__objclass__:
+            return args[0].call_method(tx, self.fn.__name__, list(args[1:]), dict(kwargs))
+        raise unsupported(f"{what} with non-constant arguments",
+                          f"{what}({', '.join(map(repr, [*args, *kwargs.values()]))})")
+
+    def reconstruct(self, cg) -> None:
+        cg.load_const(self.fn)
+
+
+@register_builder_predicate(_is_type_method)
+def _build_type_method(tx, value, source):
+    if source is not None:
+        tx.output.add_guard(source, GuardKind.ID_MATCH, value)
+    return TypeMethodVariable(value, source=source)
+
+
+class RegexValueVariable(ConstantVariable):
+    """A compiled pattern or a match object: immutable, read at trace time."""
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        attr = call_python("getattr", getattr, self.value, name)
+        if callable(attr) and not isinstance(attr, type):
+            return MethodVariable(self, name)
+        return wrap_regex_value(tx, attr)
+
+    def call_method(self, tx, name: str, args: list, kwargs: dict) -> VariableTracker:
+        cargs, ckwargs = check_constant_args(f"{type(self.value).__name__}.{name}", args, kwargs)
+        fn = call_python("getattr", getattr, self.value, name)
+        return wrap_regex_value(tx, call_python(name, fn, *cargs, **ckwargs))
+
+    def reconstruct(self, cg) -> None:
+        cg.load_const(self.value)
+
+
+def wrap_regex_value(tx, value: Any) -> VariableTracker:
+    """A sourceless tracker for what a regex function or method returned."""
+    if is_constant_value(value) or isinstance(value, type):
+        return VariableTracker.build(tx, value)
+    if isinstance(value, _REGEX_TYPES):
+        return RegexValueVariable(value)
+    if type(value) in (tuple, list):
+        items = [wrap_regex_value(tx, v) for v in value]
+        return TupleVariable(items) if type(value) is tuple else ListVariable(items)
+    if type(value) is dict and all(is_constant_value(k) for k in value):
+        return VariableTracker.build(tx, value)
+    raise unsupported("regex result", f"{type(value).__qualname__} returned by a regex call")
+
+
+@register_builder(*_REGEX_TYPES)
+def _build_regex_value(tx, value, source):
+    if source is not None:
+        tx.output.add_guard(source, GuardKind.ID_MATCH, value)
+    return RegexValueVariable(value, source=source)
+
+
+_RE_FOLDED = (re.compile, re.search, re.match, re.fullmatch, re.sub, re.subn, re.split, re.findall,
+              re.escape)
+
+
+def _regex_handler(fn):
+    """The handler of ``re.<fn>``: folded when every argument is a constant (not a
+    callable replacement, which would run user code at trace time)."""
+
+    def handler(tx, args, kwargs):
+        if not all(a.is_python_constant() for a in [*args, *kwargs.values()]):
+            return None
+        cargs, ckwargs = check_constant_args(f"re.{fn.__name__}", args, kwargs)
+        if any(callable(a) for a in [*cargs, *ckwargs.values()]):
+            return None
+        return wrap_regex_value(tx, call_python(f"re.{fn.__name__}", fn, *cargs, **ckwargs))
+
+    return handler
+
+
+for _fn in _RE_FOLDED:
+    register(_fn, pure=False)(_regex_handler(_fn))
+
+
+@register_builder_by_id(*_RE_FOLDED)
+def _build_regex_function(tx, value, source):
+    return build_builtin(tx, value, source)
