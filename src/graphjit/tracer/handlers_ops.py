@@ -22,6 +22,7 @@ from ..variables import (
     UserObjectVariable,
     VariableTracker,
 )
+from ..variables.base import call_python
 from ..variables.dicts import MISSING, items_of, key_of
 from ..variables.iterators import make_iterator
 from ..variables.operators import binary_op, contains, unary_op
@@ -192,7 +193,8 @@ class OpHandlers:
         if not value.is_python_constant():
             raise unsupported("f-string of a non-constant", repr(value))
         conv = {0: lambda v: v, 1: str, 2: repr, 3: ascii}[inst.arg & 0x03]
-        self.push(ConstantVariable(format(conv(value.as_python_constant()), spec)))
+        self.push(ConstantVariable(call_python("format", lambda v: format(conv(v), spec),
+                                               value.as_python_constant())))
 
     # The displays' opcodes go through the containers' methods: in a resume function the
     # container being built is an argument (it existed before), so its mutations are logged.

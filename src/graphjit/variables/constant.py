@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from ..exc import unsupported
+from ..exc import ObservedException, unsupported
 from ..guards.guard import GuardKind
 from .base import MethodVariable, VariableTracker, call_python, check_constant_args, register_builder
 
@@ -52,6 +52,8 @@ class ConstantVariable(VariableTracker):
         return self.value
 
     def unpack(self, tx) -> list[VariableTracker]:
+        if not hasattr(type(self.value), "__iter__") and not hasattr(type(self.value), "__getitem__"):
+            raise ObservedException(TypeError(f"'{type(self.value).__name__}' object is not iterable"))
         try:
             items = list(self.value)
         except TypeError:

@@ -214,6 +214,20 @@ class GeneratorVariable(IteratorVariable):
         if self.escapes_as is not None:
             self._reconstruct_original(cg)
             return
+        if self.frame.exhausted and self.fn_var is not None and self._args_replayable():
+            # finished or closed: a fresh one, closed before it ran (nothing runs)
+            cg.push_null()
+            cg.load_const(closed_generator)
+            cg.reconstruct(self.fn_var)
+            for a in self.args:
+                cg.reconstruct(a)
+            cg.build(tuple, len(self.args))
+            for k, v in self.kwargs.items():
+                cg.load_const(k)
+                cg.reconstruct(v)
+            cg.build(dict, len(self.kwargs))
+            cg.call(3)
+            return
         replay = self.frame.started
         if self.fn_var is None or (replay and (self.advances is None or not self._args_replayable())):
             raise unsupported("generator escapes the graph", f"generator {self.name} is returned, "
@@ -299,6 +313,17 @@ def replay_generator(fn, args: tuple, kwargs: dict, advances: tuple):
 
 
 replay_generator.__module__ = "graphjit_runtime"
+
+
+def closed_generator(fn, args: tuple, kwargs: dict):
+    """A generator that finished or was closed in compiled code, where it escapes: a fresh
+    one closed before it started (its body does not run; ``next`` raises StopIteration)."""
+    gen = fn(*args, **kwargs)
+    gen.close()
+    return gen
+
+
+closed_generator.__module__ = "graphjit_runtime"
 
 _RANDOM_WORDS = ("rand", "dropout", "bernoulli", "normal", "multinomial", "uniform", "exponential",
                  "poisson", "geometric", "cauchy", "log_normal")
@@ -524,10 +549,71 @@ class ChainVariable(IteratorVariable):
         cg.call(len(parts))
 
 
+class ObjectIteratorVariable(IteratorVariable):
+    """An iterator that is a Python object: its class's ``__next__`` is traced at each step
+    and ``StopIteration`` ends it (``by_index``: the old sequence protocol, ``__getitem__``
+    with 0, 1, 2... until ``IndexError``).  The iterator is the object itself, so it is
+    what escapes."""
+
+    def __init__(self, obj: VariableTracker, by_index: bool = False, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.obj, self.by_index, self.index = obj, by_index, 0
+
+    def _repr_body(self) -> str:
+        return repr(self.obj)
+
+    def python_type(self) -> type:
+        return type(iter("")) if self.by_index else self.obj.python_type()
+
+    def children(self) -> list[VariableTracker]:
+        return [self.obj]
+
+    def next_item(self, tx) -> VariableTracker | None:
+        if self.index is None:
+            return None
+        try:
+            if self.by_index:
+                item = self.obj.call_method(tx, "__getitem__", [ConstantVariable(self.index)], {})
+                self.index += 1
+                return item
+            return self.obj.call_method(tx, "__next__", [], {})
+        except ObservedException as e:
+            if isinstance(e.exc, IndexError if self.by_index else StopIteration):
+                if self.by_index:
+                    self.index = None  # an exhausted sequence iterator stays exhausted
+                return None
+            raise
+
+    def call_method(self, tx, name: str, args: list, kwargs: dict) -> VariableTracker:
+        if name == "__iter__" and not args and not kwargs:
+            return self
+        if name == "__next__" and not args and not kwargs:
+            item = self.next_item(tx)
+            if item is None:
+                raise observed(StopIteration)
+            return item
+        if self.by_index:
+            return super().call_method(tx, name, args, kwargs)
+        return self.obj.call_method(tx, name, args, kwargs)
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        if self.by_index:
+            return super().var_getattr(tx, name)
+        return self.obj.var_getattr(tx, name)
+
+    def reconstruct(self, cg) -> None:
+        if self.by_index:
+            raise unsupported("sequence iterator escapes the graph", repr(self.obj))
+        cg.reconstruct(self.obj)
+
+
 def make_iterator(tx, value: VariableTracker) -> VariableTracker:
     """``iter(value)``."""
     if isinstance(value, IteratorVariable):
         return value
+    own = getattr(value, "get_iterator", None)  # objects with a Python iteration protocol
+    if own is not None:
+        return own(tx)
     if isinstance(value, ListVariable):
         value.items  # the list is consumed: realize (and guard) it
         return ListIteratorVariable(live=value)

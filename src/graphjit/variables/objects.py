@@ -43,6 +43,7 @@ from .dicts import DELETED, MISSING, DictVariable
 from .exceptions import ExceptionVariable
 from .functions import UserMethodVariable
 from .instance_attrs import InstanceAttrsMixin, InstanceDictVariable
+from .iterators import IteratorVariable, ObjectIteratorVariable, make_iterator
 
 
 class UserObjectVariable(InstanceAttrsMixin, VariableTracker):
@@ -101,11 +102,25 @@ class UserObjectVariable(InstanceAttrsMixin, VariableTracker):
                 return bool(result.as_python_constant()) if dunder == "__len__" else result.truthiness(tx)
         return True
 
-    def unpack(self, tx) -> list[VariableTracker]:
-        if proto.type_attr_raw(self.cls, "__iter__") is MISSING:
+    def get_iterator(self, tx) -> VariableTracker:
+        """``iter(obj)`` as CPython's ``PyObject_GetIter``: the class's ``__iter__`` (its
+        result must have ``__next__``), else the sequence protocol (``__getitem__``)."""
+        raw = proto.type_attr_raw(self.cls, "__iter__")
+        if raw is MISSING or raw is None:
+            if raw is MISSING and proto.type_attr_raw(self.cls, "__getitem__") is not MISSING:
+                return ObjectIteratorVariable(self, by_index=True)
             raise observed(TypeError, f"'{self.cls.__name__}' object is not iterable")
         it = self.var_getattr(tx, "__iter__").call_function(tx, [], {})
-        return it.unpack(tx)
+        if isinstance(it, IteratorVariable):
+            return it
+        if isinstance(it, UserObjectVariable) and proto.type_attr_raw(it.cls, "__next__") is not MISSING:
+            return ObjectIteratorVariable(it)
+        if isinstance(it, UserObjectVariable) or it.is_python_constant():
+            raise observed(TypeError, f"iter() returned non-iterator of type '{it.python_type().__name__}'")
+        return make_iterator(tx, it)
+
+    def unpack(self, tx) -> list[VariableTracker]:
+        return self.get_iterator(tx).unpack(tx)
 
     def reconstruct(self, cg) -> None:
         if self.source is not None:

@@ -237,6 +237,11 @@ def unary_op(tx, op: Callable, value: VariableTracker) -> VariableTracker:
     return VariableTracker.build(tx, call_python(_name(op), op, value.as_python_constant()))
 
 
+#: iterators without ``__contains__``: ``in`` consumes them
+_ITERATOR_TYPES = frozenset({types.GeneratorType, zip, map, filter, enumerate, reversed,
+                             type(iter([])), type(iter(())), type(iter(range(0)))})
+
+
 def contains(tx, container: VariableTracker, item: VariableTracker) -> VariableTracker:
     """``item in container`` (``CONTAINS_OP``)."""
     if container.is_tensor():
@@ -246,7 +251,11 @@ def contains(tx, container: VariableTracker, item: VariableTracker) -> VariableT
     if isinstance(container, UserObjectVariable):
         if proto.type_attr_raw(container.python_type(), "__contains__") is not MISSING:
             return container.var_getattr(tx, "__contains__").call_function(tx, [item], {})
-        return tx.inline_polyfill(poly.sequence_contains, [TupleVariable(container.unpack(tx)), item])
+        # no __contains__: CPython iterates (``__iter__``/``__next__`` or ``__getitem__``)
+        # and stops at the first match, so the polyfill iterates the object itself
+        return tx.inline_polyfill(poly.sequence_contains, [container, item])
+    if container.python_type() in _ITERATOR_TYPES:  # a generator, zip, map...: consumed up to the match
+        return tx.inline_polyfill(poly.sequence_contains, [container, item])
     if container.is_python_constant() and item.is_python_constant():
         return ConstantVariable(call_python("in", operator.contains, container.as_python_constant(),
                                             item.as_python_constant()))

@@ -1,0 +1,55 @@
+"""Shared by the issue-21 test files (the failure classes found in PyTorch's own TorchDynamo
+tests and in real libraries); not a test module itself.
+
+:func:`check_against_torch` runs a :class:`~_semantics.Case` through graphjit (compared
+with eager, graph and break counts asserted by ``run_case``) and through ``torch.compile``
+with a counting backend, and checks graphjit's graph count against torch.compile's:
+
+* ``equal`` (the default): the same number of graphs;
+* ``at_most``: no more graphs than torch.compile (graphjit keeps a program in one graph
+  where torch.compile breaks);
+* ``plus_one``: one more (the program raises: torch.compile gives the frame up, graphjit
+  compiles the tensor work before the raise);
+* ``torch_none``: torch.compile gives the whole frame up (no graph), graphjit compiles it.
+
+Where torch.compile's result differs from eager (``torch_wrong``) only graphjit's
+agreement with eager is asserted, and the case says so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+import torch._dynamo
+
+from _semantics import Case, dynamo_counts, run_case
+
+
+@contextlib.contextmanager
+def dynamo_config(**settings):
+    """``torch._dynamo.config`` settings for one comparison (restored after)."""
+    old = {k: getattr(torch._dynamo.config, k) for k in settings}
+    for k, v in settings.items():
+        setattr(torch._dynamo.config, k, v)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            setattr(torch._dynamo.config, k, v)
+
+
+def check_against_torch(case: Case, relation: str = "equal", torch_wrong: bool = False,
+                        **dynamo_settings) -> tuple[int, int]:
+    """Run ``case`` through graphjit and torch.compile; returns ``(ours, theirs)``."""
+    with dynamo_config(**dynamo_settings):
+        theirs, _, same = dynamo_counts(case)
+    ours = run_case(case).frame_count
+    if torch_wrong:
+        assert not same, f"{case.name}: torch.compile now matches eager; compare the counts"
+        return ours, theirs
+    assert same, f"{case.name}: torch.compile differs from eager"
+    expected = {"equal": ours == theirs, "at_most": ours <= theirs, "plus_one": ours == theirs + 1,
+                "torch_none": theirs == 0 and ours >= 1}
+    assert expected[relation], f"{case.name}: graphjit {ours} graphs, torch.compile {theirs} ({relation})"
+    return ours, theirs
