@@ -42,8 +42,12 @@ def dynamo_config(**settings):
 def check_against_torch(case: Case, relation: str = "equal", torch_wrong: bool = False,
                         **dynamo_settings) -> tuple[int, int]:
     """Run ``case`` through graphjit and torch.compile; returns ``(ours, theirs)``."""
-    with dynamo_config(**dynamo_settings):
-        theirs, _, same = dynamo_counts(case)
+    grad = torch.is_grad_enabled()
+    try:
+        with dynamo_config(**dynamo_settings):
+            theirs, _, same = dynamo_counts(case)
+    finally:
+        torch.set_grad_enabled(grad)  # (torch.compile can leave it switched)
     ours = run_case(case).frame_count
     if torch_wrong:
         assert not same, f"{case.name}: torch.compile now matches eager; compare the counts"

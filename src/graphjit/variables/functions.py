@@ -17,7 +17,7 @@ from ..exc import observed, unsupported
 from ..guards.guard import GuardKind
 from ..sources import AttrSource, ConstSource, GetItemSource
 from .base import AttributeMutationNew, ValueMutationNew, VariableTracker, call_python, register_builder
-from .dicts import DictVariable, items_of
+from .dicts import MISSING, DictVariable, items_of
 from .sequences import TupleVariable
 
 
@@ -86,6 +86,12 @@ class UserFunctionVariable(VariableTracker):
         return tx.inline_user_function(self, args, kwargs)
 
 
+#: the attributes of a function that are descriptors of its type (not in its ``__dict__``)
+_FUNCTION_DESCRIPTORS = frozenset(
+    name for name, v in vars(types.FunctionType).items()
+    if hasattr(v, "__set__") or name in ("__doc__", "__module__"))
+
+
 class NestedUserFunctionVariable(UserFunctionVariable):
     """A function created by MAKE_FUNCTION while tracing (lambda, comprehension, closure).
 
@@ -100,8 +106,11 @@ class NestedUserFunctionVariable(UserFunctionVariable):
         self.qualname = qualname or code.co_qualname
         self.defaults, self.kwdefaults, self.closure = defaults, kwdefaults, closure
         self.trusted = False
-        #: attributes written in the trace (``functools.wraps``: ``__doc__``, ``__wrapped__``...)
+        #: descriptor attributes written in the trace (``functools.wraps``: ``__doc__``,
+        #: ``__module__``, ``__annotations__``)
         self.attrs: dict[str, VariableTracker] = {}
+        #: the function's ``__dict__``: every other attribute (``__wrapped__``...)
+        self.dict_var = DictVariable({})
 
     def _repr_body(self) -> str:
         return self.name
@@ -128,11 +137,18 @@ class NestedUserFunctionVariable(UserFunctionVariable):
         return list(self.closure)
 
     def children(self) -> list[VariableTracker]:
-        return [*self.defaults, *self.kwdefaults.values(), *self.closure, *self.attrs.values()]
+        return [*self.defaults, *self.kwdefaults.values(), *self.closure, *self.attrs.values(),
+                self.dict_var]
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
         if name in self.attrs:
             return self.attrs[name]
+        if name == "__dict__":
+            return self.dict_var
+        if name not in _FUNCTION_DESCRIPTORS:
+            found = self.dict_var.lookup(tx, name)
+            if found is not MISSING:
+                return found
         if name in ("__name__", "__qualname__"):
             return VariableTracker.build(tx, self.name if name == "__name__" else self.qualname)
         if name == "__code__":
@@ -142,13 +158,12 @@ class NestedUserFunctionVariable(UserFunctionVariable):
         if name == "__doc__":
             doc = self.code.co_consts[0] if self.code.co_consts and isinstance(self.code.co_consts[0], str) else None
             return VariableTracker.build(tx, doc)
-        if name == "__dict__":
-            raise unsupported("attribute of a nested function", f"{self.name}.__dict__")
         raise observed(AttributeError, f"'function' object has no attribute '{name}'")
 
     def has_attr(self, tx, name: str) -> bool:
         return name in self.attrs or name in ("__name__", "__qualname__", "__code__", "__module__",
-                                               "__doc__", "__dict__", "__defaults__", "__kwdefaults__")
+                                               "__doc__", "__dict__", "__defaults__", "__kwdefaults__") \
+            or self.dict_var.lookup(tx, name) is not MISSING
 
     def store_attr(self, tx, name: str, value: VariableTracker) -> None:
         """A write to a function made in the trace: kept, and applied when it is rebuilt
@@ -163,7 +178,10 @@ class NestedUserFunctionVariable(UserFunctionVariable):
             else:
                 self.qualname = value.as_python_constant()
             return
-        self.attrs[name] = value
+        if name in _FUNCTION_DESCRIPTORS:
+            self.attrs[name] = value
+        else:
+            self.dict_var.call_method(tx, "__setitem__", [VariableTracker.build(tx, name), value], {})
 
     def reconstruct(self, cg) -> None:
         """``types.FunctionType(code, globals, name, defaults, closure)`` (+ keyword
@@ -194,7 +212,9 @@ class NestedUserFunctionVariable(UserFunctionVariable):
             cg.load_const(self.qualname)
             cg.swap(2)
             cg.store_attr("__qualname__")
-        for name, value in self.attrs.items():
+        for name, value in [*self.attrs.items(), *self.dict_var._items.items()]:
+            if not isinstance(name, str):
+                raise unsupported("function attribute with a non-string name", repr(name))
             cg.dup_top()
             cg.reconstruct(value)
             cg.swap(2)
