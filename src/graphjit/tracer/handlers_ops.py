@@ -8,7 +8,7 @@ from __future__ import annotations
 import dis
 import operator
 
-from ..exc import observed, unsupported
+from ..exc import ObservedException, observed, unsupported
 from ..variables import (
     BaseSequenceVariable,
     ConstantVariable,
@@ -104,6 +104,8 @@ class OpHandlers:
             container.setitem(self, index, value)
         elif isinstance(container, UserObjectVariable):
             container.call_method(self, "__setitem__", [index, value], {})
+        elif hasattr(container, "setitem"):
+            container.setitem(self, index, value)
         else:
             raise unsupported("item assignment", f"{container!r}[{index!r}] = ...",
                               "Item writes on this kind of object are not traced.")
@@ -118,6 +120,8 @@ class OpHandlers:
             container.delitem(self, index)
         elif isinstance(container, UserObjectVariable):
             container.call_method(self, "__delitem__", [index], {})
+        elif hasattr(container, "delitem"):
+            container.delitem(self, index)
         else:
             raise unsupported("item deletion", f"del {container!r}[{index!r}]")
 
@@ -155,6 +159,8 @@ class OpHandlers:
             except Exception as e:
                 raise observed(type(e), *e.args) from None
             return VariableTracker.build(self, item)
+        if hasattr(container, "getitem"):  # other mapping trackers (a mappingproxy)
+            return container.getitem(self, index)
         raise unsupported("unsupported subscript", f"{container!r}[{index!r}]")
 
     def BUILD_SLICE(self, inst) -> None:
@@ -231,9 +237,15 @@ class OpHandlers:
         """``f(**a, **b)``: like DICT_UPDATE, but a repeated keyword is the call's TypeError."""
         other = self.pop()
         target = self.stack[-inst.arg]
-        for key, value in items_of(self, other):
+        fn = self.stack[-(inst.arg + 2)]
+        try:
+            pairs = items_of(self, other, mapping_only=True)
+        except ObservedException as e:
+            if isinstance(e.exc, TypeError) and str(e.exc).startswith("argument after **"):
+                raise observed(TypeError, f"{_function_name(fn)} {e.exc}") from None
+            raise
+        for key, value in pairs:
             if target.lookup(self, key) is not MISSING:
-                fn = self.stack[-(inst.arg + 2)]
                 raise observed(TypeError, f"{_function_name(fn)} got multiple values for keyword "
                                           f"argument '{key}'")
             target.setitem_key(self, key, value)

@@ -3,8 +3,9 @@
 Modules, in layer order (each imports only those before it): ``base`` (tracker base,
 mutation types, lazy trackers, the builder registry) → ``constant`` → ``object_ids`` (``id()``) →
 ``sym_node`` (symbolic numbers) → ``tensor`` →
-``sequences``, ``dicts``, ``sets``, ``iterators`` (containers) → ``random_values`` → ``cells`` → ``functions``
-→ ``exceptions`` → ``object_protocol``, ``instance_attrs``, ``dict_objects``, ``objects``,
+``sequences``, ``dicts``, ``sets``, ``view_sets`` (dict views as sets), ``iterators`` (containers) → ``random_values`` → ``cells`` → ``functions``
+→ ``exceptions`` → ``object_protocol``, ``instance_attrs``, ``dict_objects``,
+``builtin_subclasses`` (tuple/set subclasses, mappingproxy), ``objects``,
 ``nn_module`` (Python objects) →
 ``operators``, ``grad_mode``, ``builtins``, ``torch_function``, ``checkpoint``, ``copying``
 (``copy.copy``/``deepcopy``), ``functional_call`` → the ``hops`` package (higher-order operators:

@@ -41,6 +41,7 @@ from .iterators import (
     make_iterator,
     stop_iteration,
 )
+from .builtin_subclasses import MappingProxyVariable
 from .instance_attrs import InstanceAttrsMixin
 from .object_ids import object_id
 from .objects import ClassVariable, SuperVariable, UserObjectVariable, new_object
@@ -364,8 +365,8 @@ def _len(tx, args, kwargs):
         if obj.example_value.dim() == 0:
             raise observed(TypeError, "len() of a 0-d tensor")
         return obj.call_method(tx, "__len__", [], {})  # symbolic where the size is
-    if isinstance(obj, (BaseSequenceVariable, DictVariable, SetVariable, DictViewVariable)) or \
-            isinstance(obj, UserObjectVariable):
+    if isinstance(obj, (BaseSequenceVariable, DictVariable, SetVariable, DictViewVariable,
+                        MappingProxyVariable)) or isinstance(obj, UserObjectVariable):
         return obj.call_method(tx, "__len__", [], {})
     return None
 

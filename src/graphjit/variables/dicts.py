@@ -547,16 +547,26 @@ def register_dict_method(name: str):
     return deco
 
 
-def items_of(tx, other: VariableTracker) -> list[tuple[Any, VariableTracker]]:
-    """``(key, value)`` pairs of a mapping or an iterable of pairs (``dict.update``)."""
+def items_of(tx, other: VariableTracker, mapping_only: bool = False) -> list[tuple[Any, VariableTracker]]:
+    """``(key, value)`` pairs of a mapping or an iterable of pairs (``dict.update``): as
+    ``PyDict_Merge``, any object with a ``keys`` method is a mapping (``keys()`` then
+    ``obj[key]``: a ``collections.abc.Mapping`` written in Python is traced).  With
+    ``mapping_only`` (``f(**m)``) anything else is eager's TypeError."""
     if isinstance(other, DictVariable):
         return list(other.realize_items(tx).items())
-    if isinstance(other, DictViewVariable) and other.kind == "items":
+    if isinstance(other, DictViewVariable) and other.kind == "items" and not mapping_only:
         return list(other.dict_var.realize_items(tx).items())
+    if not other.is_tensor() and hasattr(other.python_type(), "keys") and other.has_attr(tx, "keys"):
+        keys = tx.make_iterator(other.var_getattr(tx, "keys").call_function(tx, [], {})).unpack(tx)
+        return [(key_of(k, tx), tx.subscript(other, k)) for k in keys]
+    if mapping_only:
+        raise observed(TypeError, f"argument after ** must be a mapping, not {other.python_type().__name__}")
     pairs = []
-    for item in other.unpack(tx):
-        k, v = item.unpack(tx)
-        pairs.append((key_of(k, tx), v))
+    for i, item in enumerate(tx.make_iterator(other).unpack(tx)):
+        kv = item.unpack(tx)
+        if len(kv) != 2:
+            raise observed(ValueError, f"dictionary update sequence element #{i} has length {len(kv)}; 2 is required")
+        pairs.append((key_of(kv[0], tx), kv[1]))
     return pairs
 
 

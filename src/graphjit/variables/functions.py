@@ -16,7 +16,7 @@ from typing import Any
 from ..exc import observed, unsupported
 from ..guards.guard import GuardKind
 from ..sources import AttrSource, ConstSource, GetItemSource
-from .base import AttributeMutationNew, ValueMutationNew, VariableTracker, call_python, register_builder
+from .base import AttributeMutationNew, MethodVariable, ValueMutationNew, VariableTracker, call_python, register_builder
 from .dicts import MISSING, DictVariable, items_of
 from .sequences import TupleVariable
 
@@ -410,12 +410,15 @@ class PartialVariable(VariableTracker):
     ``p.keywords`` in the trace are seen by later calls of ``p``."""
 
     def __init__(self, func: VariableTracker, args: list, keywords: dict,
-                 keywords_var: VariableTracker | None = None, **kwargs) -> None:
+                 keywords_var: VariableTracker | None = None, dict_var: VariableTracker | None = None,
+                 **kwargs) -> None:
         if kwargs.get("source") is None:
             kwargs.setdefault("mutation_type", ValueMutationNew())
         super().__init__(**kwargs)
         self.func, self.args, self.keywords = func, list(args), dict(keywords)
         self.keywords_var = keywords_var
+        #: the partial's ``__dict__`` (its own attributes), made when first used
+        self.dict_var = dict_var
 
     def _repr_body(self) -> str:
         return f"partial({self.func!r}, {len(self.args)} args, {sorted(self.keywords)})"
@@ -428,7 +431,12 @@ class PartialVariable(VariableTracker):
 
     def children(self) -> list[VariableTracker]:
         kw = [self.keywords_var] if self.keywords_var is not None else list(self.keywords.values())
-        return [self.func, *self.args, *kw]
+        return [self.func, *self.args, *kw, *([self.dict_var] if self.dict_var is not None else [])]
+
+    def _instance_dict(self, tx) -> VariableTracker:
+        if self.dict_var is None:
+            self.dict_var = DictVariable({})  # (an existing partial's is built with it)
+        return self.dict_var
 
     def current_keywords(self, tx) -> dict:
         if self.keywords_var is None:
@@ -447,8 +455,39 @@ class PartialVariable(VariableTracker):
             if self.keywords_var is None:  # a new partial's: a dict of its own, from now on
                 self.keywords_var = DictVariable(dict(self.keywords))
             return self.keywords_var
-        raise unsupported("partial attribute", f"partial.{name}",
-                          "Only a partial's func, args and keywords are read while tracing.")
+        if name == "__dict__":
+            return self._instance_dict(tx)
+        if name == "__class__":
+            return VariableTracker.build(tx, functools.partial)
+        found = self._instance_dict(tx).lookup(tx, name)
+        if found is not MISSING:
+            return found
+        owner = next((k for k in functools.partial.__mro__ if name in k.__dict__), None)
+        attr = MISSING if owner is None else getattr(functools.partial, name)  # (not the metaclass's)
+        if attr is MISSING:
+            raise observed(AttributeError, f"'functools.partial' object has no attribute '{name}'")
+        if callable(attr) and not isinstance(attr, type):
+            return MethodVariable(self, name)  # ``p.__call__``, ``p.__reduce__``...
+        return VariableTracker.build(tx, attr)  # ``__doc__``, ``__module__`` of the class
+
+    def call_method(self, tx, name: str, args: list, kwargs: dict) -> VariableTracker:
+        if name == "__call__":
+            return self.call_function(tx, args, kwargs)
+        raise unsupported("partial method", f"partial.{name}")
+
+    def store_attr(self, tx, name: str, value: VariableTracker) -> None:
+        """``p.name = v``: partial's own slots are read-only; anything else goes to its
+        ``__dict__``."""
+        if name in ("func", "args", "keywords"):
+            raise observed(AttributeError, "readonly attribute")
+        if name == "__dict__":
+            raise unsupported("partial __dict__ assignment", "p.__dict__ = ...")
+        self._instance_dict(tx).call_method(tx, "__setitem__", [VariableTracker.build(tx, name), value], {})
+
+    def del_attr(self, tx, name: str) -> None:
+        if name in ("func", "args", "keywords"):
+            raise observed(AttributeError, "readonly attribute")
+        self._instance_dict(tx).call_method(tx, "__delitem__", [VariableTracker.build(tx, name)], {})
 
     def reconstruct(self, cg) -> None:
         if self.source is not None:
@@ -463,18 +502,24 @@ class PartialVariable(VariableTracker):
         for value in keywords.values():
             cg.reconstruct(value)
         cg.call(1 + len(self.args) + len(keywords), tuple(keywords))
+        for name, value in (self.dict_var.realize_items(None) if self.dict_var is not None else {}).items():
+            cg.dup_top()
+            cg.reconstruct(value)
+            cg.swap(2)
+            cg.store_attr(name)
 
 
 @register_builder(functools.partial, exact=True)
 def _build_partial(tx, value: functools.partial, source):
     """An existing partial: its parts read through ``.func``/``.args`` (the argument count
     guarded) and its ``.keywords`` dict."""
-    if source is None or value.__dict__:
-        raise unsupported("partial object", "a partial without a source, or with attributes")
+    if source is None:
+        raise unsupported("partial object", "a partial without a source")
     tx.output.add_guard(source, GuardKind.TYPE_MATCH, functools.partial)
     args_src = AttrSource(source, "args")
     tx.output.add_guard(args_src, GuardKind.LENGTH_CHECK, value.args)
     func = VariableTracker.build(tx, value.func, AttrSource(source, "func"))
     args = [VariableTracker.build(tx, a, GetItemSource(args_src, i)) for i, a in enumerate(value.args)]
     keywords_var = VariableTracker.build(tx, value.keywords, AttrSource(source, "keywords"))
-    return PartialVariable(func, args, {}, keywords_var, source=source)
+    dict_var = VariableTracker.build(tx, value.__dict__, AttrSource(source, "__dict__"))
+    return PartialVariable(func, args, {}, keywords_var, dict_var, source=source)

@@ -38,6 +38,22 @@ class IteratorVariable(VariableTracker):
     def truthiness(self, tx) -> bool:
         return True
 
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        if name in ("__next__", "__iter__"):
+            return MethodVariable(self, name)
+        return super().var_getattr(tx, name)
+
+    def call_method(self, tx, name: str, args: list, kwargs: dict) -> VariableTracker:
+        """``it.__next__()`` and ``it.__iter__()`` of any iterator."""
+        if name == "__iter__" and not args and not kwargs:
+            return self
+        if name == "__next__" and not args and not kwargs:
+            item = self.next_item(tx)
+            if item is None:
+                raise observed(StopIteration)
+            return item
+        return super().call_method(tx, name, args, kwargs)
+
 
 class ListIteratorVariable(IteratorVariable):
     """An iterator over known items (tuples, lists, ranges, dict keys)."""

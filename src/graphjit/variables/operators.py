@@ -23,11 +23,13 @@ from . import object_protocol as proto
 from .base import VariableTracker, call_python
 from .constant import ConstantVariable
 from .dicts import DictVariable, DictViewVariable, MISSING
+from .builtin_subclasses import MappingProxyVariable
 from .object_ids import ObjectIdVariable
 from .objects import UserObjectVariable
 from .random_values import PrologueValueVariable, derived_value
 from .sequences import BaseSequenceVariable, ListVariable, TupleVariable
 from .sets import SetVariable, other_keys
+from .view_sets import is_set_view, view_set_operation
 from .sym_node import SymNodeVariable, specialized, sym_binary_op, sym_unary_op
 
 _INPLACE_TO_PLAIN = {
@@ -128,6 +130,9 @@ def _container_op(tx, op, left, right) -> VariableTracker:
             return ConstantVariable(not result.as_python_constant()) if result.is_python_constant() \
                 else unary_op(tx, operator.not_, result)
         return result
+    if (is_set_view(left) or is_set_view(right)) and op not in _SET_INPLACE and (
+            _set_like(left) or _set_like(right)):
+        return view_set_operation(tx, base_op, left, right)
     if _set_like(left) and _set_like(right):
         if isinstance(left, SetVariable) and op in _SET_INPLACE and not left.frozen:
             left.call_method(tx, _SET_INPLACE[op], [right], {})  # ``s |= t``: s itself
@@ -160,10 +165,12 @@ _SET_DUNDERS = {operator.or_: "__or__", operator.and_: "__and__", operator.sub: 
 
 
 def _set_like(var) -> bool:
-    return isinstance(var, SetVariable) or (isinstance(var, DictViewVariable) and var.kind == "keys")
+    return isinstance(var, SetVariable) or is_set_view(var)
 
 
 def _container_eq(tx, left, right) -> VariableTracker:
+    if (is_set_view(left) or is_set_view(right)) and _set_like(left) and _set_like(right):
+        return view_set_operation(tx, operator.eq, left, right)
     if _set_like(left) and _set_like(right):
         return ConstantVariable(other_keys(tx, left) == other_keys(tx, right))
     left, right = _as_sequence(left), _as_sequence(right)
@@ -254,6 +261,8 @@ def contains(tx, container: VariableTracker, item: VariableTracker) -> VariableT
         # no __contains__: CPython iterates (``__iter__``/``__next__`` or ``__getitem__``)
         # and stops at the first match, so the polyfill iterates the object itself
         return tx.inline_polyfill(poly.sequence_contains, [container, item])
+    if isinstance(container, MappingProxyVariable):
+        return container.call_method(tx, "__contains__", [item], {})
     if container.python_type() in _ITERATOR_TYPES:  # a generator, zip, map...: consumed up to the match
         return tx.inline_polyfill(poly.sequence_contains, [container, item])
     if container.is_python_constant() and item.is_python_constant():

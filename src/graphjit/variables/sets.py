@@ -7,6 +7,7 @@ replayed after the graph in program order."""
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import torch
@@ -232,6 +233,9 @@ def replay_set(recipe, slots: tuple = ()):
     if steps[0][0] == "new":
         _, items, frozen = steps[0]
         s = (frozenset if frozen else set)(items)
+    elif steps[0][0] == "binop":  # an operator on dict views (view_sets)
+        _, name, left, right = steps[0]
+        s = getattr(operator, name)(replay_set(left), replay_set(right))
     else:
         _, name, base, args = steps[0]
         base = replay_set(base)
