@@ -225,6 +225,10 @@ def class_attr_get(tx, obj, name: str, found: TypeAttr) -> VariableTracker:
             if obj.has_instance_dict() and attr_src is not None:
                 obj.instance_dict(tx).guard_contains(tx, name, False)
             return UserMethodVariable(VariableTracker.build(tx, raw), obj)
+        if obj.has_instance_dict() and attr_src is not None:
+            # ``obj.name.__func__`` alone would pass for another object's bound method
+            # stored on the instance (``m.forward = other.forward``): its absence is guarded
+            obj.instance_dict(tx).guard_contains(tx, name, False)
         src = AttrSource(attr_src, "__func__") if attr_src is not None else \
             AttrSource(class_source(tx, cls), name)
         return UserMethodVariable(VariableTracker.build(tx, raw, src), obj)
