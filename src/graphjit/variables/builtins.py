@@ -244,6 +244,15 @@ def _id(tx, args, kwargs):
     return object_id(tx, args[0])
 
 
+@register(globals, pure=False)
+def _globals(tx, args, kwargs):
+    """``globals()``: the calling frame's module globals, the tracker ``LOAD_GLOBAL`` and
+    ``STORE_GLOBAL`` use (writes through it are the same pending writes)."""
+    if args or kwargs:
+        return None
+    return tx.output.globals_tracker(tx, tx.f_globals)
+
+
 @register(vars, pure=False)
 def _vars(tx, args, kwargs):
     if len(args) == 1 and isinstance(args[0], InstanceAttrsMixin):

@@ -18,6 +18,7 @@ Keys are hashable trace-time constants (strings, numbers, classes, functions).  
 from __future__ import annotations
 
 import collections
+import sys
 import dataclasses
 import types
 from typing import Any
@@ -664,6 +665,10 @@ class DictViewVariable(VariableTracker):
 
 @register_builder(dict, collections.OrderedDict, collections.defaultdict, collections.Counter, exact=True)
 def _build_dict(tx, value: dict, source):
+    if type(value) is dict and _is_module_globals(value):
+        # a module's globals reached as a value (``g = globals()`` kept across a break):
+        # the tracker LOAD_GLOBAL/STORE_GLOBAL use, so their pending writes are one
+        return tx.output.globals_tracker(tx, value)
     if source is not None:
         tx.output.add_guard(source, GuardKind.TYPE_MATCH, type(value))
     factory = None
@@ -671,6 +676,12 @@ def _build_dict(tx, value: dict, source):
         factory = VariableTracker.build(tx, value.default_factory,
                                         AttrSource(source, "default_factory") if source is not None else None)
     return DictVariable(backing=value, source=source, user_cls=type(value), default_factory=factory)
+
+
+def _is_module_globals(value: dict) -> bool:
+    name = value.get("__name__")
+    module = sys.modules.get(name) if isinstance(name, str) else None
+    return module is not None and getattr(module, "__dict__", None) is value
 
 
 class GlobalsDictVariable(DictVariable):
