@@ -185,8 +185,8 @@ class TranslatorBase(StackHandlers, LoadStoreHandlers, OpHandlers, ControlHandle
                      "holds, or accept the graph break."]) from None
         except Unsupported as e:
             seen = e.__dict__.setdefault("_translators", set())
-            if id(self) not in seen:  # each translator level adds its frame once
-                seen.add(id(self))
+            if id(self) not in seen and not self.trusted:  # each user frame adds itself once
+                seen.add(id(self))  # (graphjit's own polyfills are not the user's code)
                 e.add_frame(self.user_frame())
             raise
 

@@ -17,6 +17,8 @@ import itertools
 import operator
 import sys
 import types
+
+import torch
 from typing import Any, Callable
 
 from ..exc import ObservedException, observed, unsupported
@@ -42,6 +44,7 @@ from .iterators import (
     stop_iteration,
 )
 from .builtin_subclasses import MappingProxyVariable
+from .dict_objects import DictObjectVariable
 from .instance_attrs import InstanceAttrsMixin
 from .object_ids import object_id
 from .objects import ClassVariable, SuperVariable, UserObjectVariable, new_object
@@ -392,7 +395,9 @@ def _list(tx, args, kwargs):
 
 @register(dict)
 def _dict(tx, args, kwargs, user_cls=dict):
-    out = DictVariable({}, user_cls=user_cls)
+    # an OrderedDict has an instance __dict__ (``state_dict()`` sets ``_metadata`` on it)
+    out = DictObjectVariable({}, user_cls=user_cls) if user_cls.__dictoffset__ else \
+        DictVariable({}, user_cls=user_cls)
     for other in args:
         for key, value in items_of(tx, other):
             out._items[key] = value
@@ -600,10 +605,18 @@ def _sum(tx, args, kwargs):
 def _minmax(fn):
     def handler(tx, args, kwargs):
         if len(args) == 1 and args[0].is_tensor():
+            ev = args[0].example_value  # ``max(t)`` of a 1-d tensor: over its elements
+            if not kwargs and ev.dim() == 1 and isinstance(ev.shape[0], int) and ev.shape[0] > 0:
+                return tensor_minmax(tx, fn is max, args[0].unpack(tx))
             return None
         if len(args) == 1 and not kwargs and args[0].is_python_constant():
             return VariableTracker.build(tx, call_python(fn.__name__, fn, args[0].as_python_constant()))
         values = list(args) if len(args) > 1 else None
+        if len(args) == 1 and isinstance(args[0], BaseSequenceVariable) and args[0].items and \
+                all(v.is_tensor() for v in args[0].items):
+            values = list(args[0].items)
+        if values is not None and not kwargs and single_element_tensors(values):
+            return tensor_minmax(tx, fn is max, values)
         if values is not None and any(v.is_tensor() for v in values):
             raise unsupported("max/min of tensors", f"builtin {fn.__name__}() compares tensor values",
                               hints=["Use torch.maximum / torch.minimum or torch.max(t)."])
@@ -617,6 +630,28 @@ def _minmax(fn):
 
 _minmax(max)
 _minmax(min)
+
+
+def single_element_tensors(values: list) -> bool:
+    """Tensors of one element each, all of one static shape, dtype and device: what the
+    builtin ``max``/``min`` can compare (bigger tensors are eager's RuntimeError)."""
+    if not values or not all(v.is_tensor() for v in values):
+        return False
+    evs = [v.example_value for v in values]
+    first = evs[0]
+    return all(isinstance(e.numel(), int) and e.numel() == 1 and e.shape == first.shape and
+               e.dtype == first.dtype and e.device == first.device for e in evs)
+
+
+def tensor_minmax(tx, is_max: bool, values: list) -> VariableTracker:
+    """``max(a, b, ...)`` of single-element tensors as CPython's loop decides it (``item >
+    best`` replaces ``best``: the first of equal items wins, a NaN first stays), with the
+    choice made in the graph: ``best = where(item > best, item, best)``."""
+    best = values[0]
+    for item in values[1:]:
+        better = binary_op(tx, operator.gt if is_max else operator.lt, item, best)
+        best = tx.output.call(tx, "call_function", torch.where, [better, item, best], {})
+    return best
 
 
 @register(abs)

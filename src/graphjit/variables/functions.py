@@ -145,6 +145,9 @@ class NestedUserFunctionVariable(UserFunctionVariable):
             return self.attrs[name]
         if name == "__dict__":
             return self.dict_var
+        if name == "__annotations__":  # made (empty) when first read, as CPython does
+            self.attrs[name] = DictVariable({})
+            return self.attrs[name]
         if name not in _FUNCTION_DESCRIPTORS:
             found = self.dict_var.lookup(tx, name)
             if found is not MISSING:

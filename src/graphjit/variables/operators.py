@@ -153,7 +153,12 @@ def _container_op(tx, op, left, right) -> VariableTracker:
                                                      right.as_python_constant()))
     if isinstance(left, BaseSequenceVariable) and isinstance(right, BaseSequenceVariable) and \
             op in (operator.lt, operator.le, operator.gt, operator.ge):
-        raise unsupported("ordering of sequences with non-constant items", f"{left!r} {_name(op)} {right!r}")
+        if (left.python_type() is list) != (right.python_type() is list):
+            symbol = {operator.lt: "<", operator.le: "<=", operator.gt: ">", operator.ge: ">="}[op]
+            raise observed(TypeError, f"'{symbol}' not supported between instances of "
+                                      f"'{left.python_type().__name__}' and '{right.python_type().__name__}'")
+        # item by item, as CPython compares (a tensor pair decides by its truth value)
+        return tx.inline_polyfill(poly.sequence_order, [left, right, VariableTracker.build(tx, op)])
     raise observed(TypeError, f"unsupported operand type(s) for {_name(op)}: "
                               f"'{left.python_type().__name__}' and '{right.python_type().__name__}'")
 
