@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import dis
 import inspect
+import os
 import types
 from typing import Any
 
@@ -185,8 +186,8 @@ class TranslatorBase(StackHandlers, LoadStoreHandlers, OpHandlers, ControlHandle
                      "holds, or accept the graph break."]) from None
         except Unsupported as e:
             seen = e.__dict__.setdefault("_translators", set())
-            if id(self) not in seen and not self.trusted:  # each user frame adds itself once
-                seen.add(id(self))  # (graphjit's own polyfills are not the user's code)
+            if id(self) not in seen and not self.is_graphjit_code():  # each user frame adds
+                seen.add(id(self))  # itself once (graphjit's own polyfills are not the user's)
                 e.add_frame(self.user_frame())
             raise
 
@@ -243,6 +244,10 @@ class TranslatorBase(StackHandlers, LoadStoreHandlers, OpHandlers, ControlHandle
         if actual != expected:
             raise InternalError(f"stack effect of {inst.opname} at line {self.lineno} in "
                                 f"{self.code.co_name}: expected {expected}, got {actual}")
+
+    def is_graphjit_code(self) -> bool:
+        """Is this frame one of graphjit's own polyfills (not a frame of the user's)?"""
+        return self.trusted or self.code.co_filename.startswith(_GRAPHJIT_DIR)
 
     def user_frame(self) -> UserFrame:
         return UserFrame(self.code.co_filename, self.lineno, self.code.co_name)
@@ -533,6 +538,9 @@ class GeneratorFrame(InliningTranslator):
         self.parent, self.done, self.yielded = consumer, False, None
         self._run_body()
         return None if self.exhausted else self.yielded
+
+
+_GRAPHJIT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
 def _pep479(e: ObservedException) -> ObservedException:
