@@ -478,7 +478,7 @@ VARIABLES = pathlib.Path(graphjit.__file__).parent / "variables"
 LAYERS = ["base", "constant", "object_ids", "sym_node", "tensor", "sequences", "dicts", "sets", "view_sets", "iterators", "random_values", "cells",
           "functions", "exceptions", "object_protocol", "instance_attrs",
           "dict_objects", "builtin_subclasses", "objects", "nn_module", "operators",
-          "grad_mode", "builtins", "library", "immutable_values", "torch_function", "checkpoint", "copying", "functional_call",
+          "grad_mode", "builtins", "library", "immutable_values", "formatting", "torch_function", "checkpoint", "copying", "functional_call",
           "builder"]
 
 

@@ -11,6 +11,7 @@ import operator
 from ..exc import ObservedException, observed, unsupported
 from ..variables import (
     BaseSequenceVariable,
+    ClassVariable,
     ConstantVariable,
     DequeVariable,
     DictVariable,
@@ -23,6 +24,7 @@ from ..variables import (
     VariableTracker,
 )
 from ..variables.base import call_python
+from ..variables.formatting import format_value
 from ..variables.dicts import MISSING, items_of, key_of
 from ..variables.iterators import make_iterator
 from ..variables.operators import binary_op, contains, unary_op
@@ -161,6 +163,12 @@ class OpHandlers:
             return VariableTracker.build(self, item)
         if hasattr(container, "getitem"):  # other mapping trackers (a mappingproxy)
             return container.getitem(self, index)
+        if isinstance(container, ClassVariable) and hasattr(container.cls, "__class_getitem__"):
+            # ``Cls[T]`` (a generic alias, as in an annotation): made at trace time
+            item = index.as_python_constant() if index.is_python_constant() else getattr(index, "value", None)
+            if item is not None:
+                return VariableTracker.build(self, call_python(f"{container.cls.__qualname__}[...]",
+                                                               operator.getitem, container.cls, item))
         raise unsupported("unsupported subscript", f"{container!r}[{index!r}]")
 
     def BUILD_SLICE(self, inst) -> None:
@@ -197,7 +205,10 @@ class OpHandlers:
         spec = self.pop().as_python_constant() if inst.arg & 0x04 else ""
         value = self.pop()
         if not value.is_python_constant():
-            raise unsupported("f-string of a non-constant", repr(value))
+            if value.is_tensor():
+                raise unsupported("f-string of a non-constant", repr(value))
+            self.push(ConstantVariable(format_value(self, value, inst.arg & 0x03, spec)))
+            return
         conv = {0: lambda v: v, 1: str, 2: repr, 3: ascii}[inst.arg & 0x03]
         self.push(ConstantVariable(call_python("format", lambda v: format(conv(v), spec),
                                                value.as_python_constant())))

@@ -41,6 +41,7 @@ from .base import (
     ValueMutationExisting,
     ValueMutationNew,
     VariableTracker,
+    call_python,
     register_builder,
     register_builder_predicate,
 )
@@ -133,6 +134,11 @@ class _ObjectPart(InstanceAttrsMixin):
     def as_python_constant(self):
         raise unsupported("not a constant", f"a {self.cls.__qualname__} instance")
 
+    def python_repr(self, tx) -> str:
+        """The base type's ``repr`` of the instance (its class writes none in Python)."""
+        items = self.repr_items(tx)
+        return call_python("repr", repr, rebuild_builtin_object(self.cls, items, {}))
+
     def attrs_for_rebuild(self) -> dict:
         if self.slot_values:
             raise unsupported("built-in subclass with slots", f"new {self.cls.__qualname__} with slot values")
@@ -168,6 +174,11 @@ class TupleObjectVariable(_ObjectPart, TupleVariable):
 
     def container_method(self, tx, name, args, kwargs):
         return TupleVariable.call_method(self, tx, name, args, kwargs)
+
+    def repr_items(self, tx) -> tuple:
+        if not all(i.is_python_constant() for i in self.items):
+            raise unsupported("repr of a tuple subclass holding non-constants", repr(self))
+        return tuple(i.as_python_constant() for i in self.items)
 
     def container_iterator(self, tx):
         return tx.make_iterator(TupleVariable(list(self.items)))
@@ -216,6 +227,10 @@ class SetObjectVariable(_ObjectPart, SetVariable):
 
     def container_method(self, tx, name, args, kwargs):
         return SetVariable.call_method(self, tx, name, args, kwargs)
+
+    def repr_items(self, tx):
+        self._iteration_order()  # (refuses keys ordered by address)
+        return self.keys  # copied table by table: the same iteration order
 
     def container_iterator(self, tx):
         return tx.make_iterator(SetVariable(set(self.keys), recipe=list(self.recipe)))
