@@ -5,7 +5,9 @@
   ``super().__new__``) and ``dict``, made in the trace and passed in (changed between
   calls), and escaping; their base operations give the base type, as in CPython;
 * ``types.MappingProxyType`` made in the trace or read from a global, its writes eager's
-  ``TypeError``; numpy ``dtype``/``iinfo``/``finfo`` and numpy scalars as constants;
+  ``TypeError``; numpy ``dtype``/``iinfo``/``finfo`` and numpy scalars as constants (in
+  tuples and dict keys read from globals, made with ``np.float32(2.0)``, as graph
+  arguments: the generated graph code referred to ``np``, a NameError);
 * dict views as sets: ``keys()`` and ``items()`` with ``& | - ^``, ``== != < <=``,
   ``isdisjoint``, against sets, frozensets, user sets and other views; a resulting set that
   escapes iterates in eager's order;
@@ -136,6 +138,15 @@ def numpy_value_types(x):
     return x + d.itemsize, d.name, info.max, info.min, float(np.finfo(np.float32).eps)
 
 
+NP_CONSTANTS = (np.float32(1.5), np.int64(2))
+NP_KEYS = {np.int64(1): "a", "k": np.float64(2.0)}
+
+
+def numpy_constant_collections(x):
+    return (x * NP_CONSTANTS[0] + NP_CONSTANTS[1], NP_KEYS.get(np.int64(1)), x + NP_KEYS["k"],
+            x + torch.as_tensor([np.float32(1), np.float32(2), np.float32(3)]), type(np.float32(2.0) * 2).__name__)
+
+
 def keys_views_as_sets(x):
     d = {"a": 1, "b": 2, "c": 3}
     e = {"b": 0, "d": 5}
@@ -253,6 +264,7 @@ CASES = [
     Case(mappingproxy_write_raises, XS),
     Case(mappingproxy_global, XS),
     Case(numpy_value_types, XS),
+    Case(numpy_constant_collections, XS),
     Case(keys_views_as_sets, XS),
     Case(items_views_as_sets, XS),
     Case(view_set_escapes_in_order, XS),
@@ -266,8 +278,10 @@ CASES = [
 ]
 
 #: torch.compile recompiles for the second list where graphjit's entry serves both; it
-#: gives the partial_attributes frame up (no graph)
-RELATION = {"list_as_dict_key": "at_most", "partial_attributes": "torch_none"}
+#: gives the partial_attributes frame up (no graph), and numpy_constant_collections too
+#: (its ``np.int64(1)`` is traced as an ndarray: "unhashable type: 'numpy.ndarray'")
+RELATION = {"list_as_dict_key": "at_most", "partial_attributes": "torch_none",
+            "numpy_constant_collections": "torch_none"}
 #: torch.compile differs from eager: it returns the subclass instances as other objects,
 #: lets the mappingproxy write through, and raises another message for ``f(**3)``
 TORCH_WRONG = {"subclass_escapes", "mappingproxy_write_raises", "star_star_not_a_mapping"}

@@ -642,6 +642,12 @@ def _example(node: torch.fx.Node):
     return node.meta["example_value"]
 
 
+try:
+    from numpy import generic as _NP_GENERIC
+except ImportError:  # pragma: no cover - numpy is optional
+    _NP_GENERIC = None
+
+
 def _to_node_arg(var: VariableTracker):
     """A tracker as an fx argument: nodes for tensors, values for constants."""
     if isinstance(var, (TensorVariable, SymNodeVariable)) or getattr(var, "is_graph_value", False):
@@ -652,7 +658,9 @@ def _to_node_arg(var: VariableTracker):
     if isinstance(var, SliceVariable):
         return slice(*(_to_node_arg(p) for p in var.parts))
     if isinstance(var, ConstantVariable):
-        return var.value
+        # a numpy scalar is the Python number torch takes it as (fx writes constants as
+        # source text, where ``np.float32(1.5)`` would not resolve)
+        return var.value.item() if _NP_GENERIC is not None and isinstance(var.value, _NP_GENERIC) else var.value
     if var.is_python_constant():
         return var.as_python_constant()
     raise unsupported("unsupported argument to a tensor operation", repr(var))

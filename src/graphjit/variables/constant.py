@@ -27,8 +27,14 @@ CONSTANT_TYPES = (
     types.CodeType, torch.finfo, torch.iinfo, *_NUMPY_VALUES, *_NUMPY_SCALARS,
 )
 #: classes whose instances are such values: a call with constant arguments is folded
-#: (``np.dtype(np.float32)``, ``np.iinfo(np.int8)``, ``torch.finfo(torch.half)``)
+#: (``np.dtype(np.float32)``, ``np.iinfo(np.int8)``, ``torch.finfo(torch.half)``, and the
+#: numpy scalar types, ``np.float32(2.0)``: :func:`is_folded_class`)
 FOLDED_CLASSES = frozenset({torch.finfo, torch.iinfo, *_NUMPY_VALUES})
+
+
+def is_folded_class(cls) -> bool:
+    return cls in FOLDED_CLASSES or (bool(_NUMPY_SCALARS) and isinstance(cls, type)
+                                     and issubclass(cls, _NUMPY_SCALARS))
 
 
 def is_constant_value(value: Any) -> bool:

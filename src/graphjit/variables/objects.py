@@ -37,7 +37,7 @@ from .base import (
     check_constant_args,
     register_builder,
 )
-from .constant import FOLDED_CLASSES, ConstantVariable, is_constant_value
+from .constant import ConstantVariable, is_constant_value, is_folded_class
 from .dict_objects import DictObjectVariable
 from .dicts import DELETED, MISSING, DictVariable
 from .exceptions import ExceptionVariable
@@ -297,7 +297,7 @@ def instantiate(tx, cls_var: ClassVariable, args: list, kwargs: dict) -> Variabl
     base = builtin_base(cls)
     if base is not None and cls.__new__ is base.__new__:
         return instantiate_builtin_subclass(tx, cls, cls_var, args, kwargs)
-    if cls in FOLDED_CLASSES and all(a.is_python_constant() for a in [*args, *kwargs.values()]):
+    if is_folded_class(cls) and all(a.is_python_constant() for a in [*args, *kwargs.values()]):
         cargs, ckwargs = check_constant_args(cls.__qualname__, args, kwargs)
         return VariableTracker.build(tx, call_python(f"{cls.__qualname__}()", cls, *cargs, **ckwargs))
     new = proto.type_attr_raw(cls, "__new__")
