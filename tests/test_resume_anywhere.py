@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import array
 import datetime
+import decimal
 import functools
 import re
 import sys
@@ -35,9 +36,12 @@ STEP = "the rest of the frame runs in Python, its calls compiled"
 PAT = re.compile("a+")  # (its attributes are read at trace time, as TorchDynamo does)
 TZ = datetime.timezone(datetime.timedelta(hours=1))  # a C-level __eq__, no __format__ spec
 TZ2 = datetime.timezone(datetime.timedelta(hours=2))
+DEC = decimal.Decimal("1.5")  # a C-level __format__ (a bad spec is its ValueError)
 ARR = array.array("i", [1, 2, 3])
 TD = datetime.timedelta(days=2)
-NP = np.array([1, 2, 3])
+# numpy arrays are folded when small (tests/test_numpy_values.py); one larger than the
+# 4 KB graphjit guards by contents is not
+NP = np.arange(1000)
 TL = threading.local()
 TL.v = 3
 LOCK = threading.Lock()
@@ -71,10 +75,12 @@ CM = PyCM()
 
 
 class Reporter:
-    """Its ``__format__`` runs in Python at a FORMAT_VALUE break and reads pending state."""
+    """Its ``__format__`` runs in Python at a FORMAT_VALUE break and reads pending state
+    (it concatenates arrays, which graphjit does not trace, so the call is the break)."""
     def __init__(self, obj, lst):
         self.obj, self.lst = obj, lst
     def __format__(self, spec):
+        ARR + ARR
         return f"a={self.obj.a} lst={self.lst} log={LOG} gd={sorted(GD.items())}"
 
 
@@ -329,7 +335,7 @@ def test_python_context_manager_order_with_side_effects():
 
 RAISING = [("v = ARR[10]", "BINARY_SUBSCR"), ("v = TL.nosuch", "LOAD_ATTR"),
            ("a, b = ARR", "UNPACK_SEQUENCE"), ("a, *b, c, d, e = ARR", "UNPACK_EX"),
-           ("v = f'{TZ:>9}'", "FORMAT_VALUE"), ("v = TZ < TZ2", "COMPARE_OP"),
+           ("v = f'{DEC:z!}'", "FORMAT_VALUE"), ("v = TZ < TZ2", "COMPARE_OP"),
            ("v = -ARR", "UNARY_NEGATIVE"), ("ARR[0] = 'a'", "STORE_SUBSCR"),
            ("v = ARR + [1]", "BINARY_OP"), ("del TL.nosuch", "DELETE_ATTR")]
 
@@ -342,7 +348,7 @@ def test_breaking_instruction_raises(stmt, instr, in_try, capsys):
     exceptions and stdout)."""
     body = (f"try:\n        {stmt}\n    except Exception as e:\n"
             f"        print(type(e).__name__, e)\n        y = y * 3") if in_try else stmt
-    ns = {"ARR": ARR, "TZ": TZ, "TZ2": TZ2, "TL": TL}
+    ns = {"ARR": ARR, "DEC": DEC, "TZ": TZ, "TZ2": TZ2, "TL": TL}
     exec(f"def fn(x):\n    y = x + 1\n    {body}\n    return y * 2\n", ns)
     if in_try:
         ns["fn"](X())

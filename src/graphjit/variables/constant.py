@@ -13,28 +13,14 @@ from ..exc import ObservedException, unsupported
 from ..guards.guard import GuardKind
 from .base import MethodVariable, VariableTracker, call_python, check_constant_args, register_builder
 
-try:  # numpy's dtypes and their limits are immutable values too
-    import numpy as _np
-
-    _NUMPY_VALUES: tuple = (_np.dtype, _np.finfo, _np.iinfo)
-    _NUMPY_SCALARS: tuple = (_np.generic,)  # np.float32(1.5), np.int8(3), np.bool_
-except ImportError:  # pragma: no cover - numpy is optional
-    _NUMPY_VALUES = _NUMPY_SCALARS = ()
-
 CONSTANT_TYPES = (
     type(None), bool, int, float, complex, str, bytes, type(Ellipsis), type(NotImplemented),
     torch.dtype, torch.device, torch.layout, torch.memory_format, torch.Size, range,
-    types.CodeType, torch.finfo, torch.iinfo, *_NUMPY_VALUES, *_NUMPY_SCALARS,
+    types.CodeType, torch.finfo, torch.iinfo,
 )
 #: classes whose instances are such values: a call with constant arguments is folded
-#: (``np.dtype(np.float32)``, ``np.iinfo(np.int8)``, ``torch.finfo(torch.half)``, and the
-#: numpy scalar types, ``np.float32(2.0)``: :func:`is_folded_class`)
-FOLDED_CLASSES = frozenset({torch.finfo, torch.iinfo, *_NUMPY_VALUES})
-
-
-def is_folded_class(cls) -> bool:
-    return cls in FOLDED_CLASSES or (bool(_NUMPY_SCALARS) and isinstance(cls, type)
-                                     and issubclass(cls, _NUMPY_SCALARS))
+#: (``torch.finfo(torch.half)``; numpy's are ``numpy_values``')
+FOLDED_CLASSES = frozenset({torch.finfo, torch.iinfo})
 
 
 def is_constant_value(value: Any) -> bool:

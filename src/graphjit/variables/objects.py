@@ -37,7 +37,7 @@ from .base import (
     check_constant_args,
     register_builder,
 )
-from .constant import ConstantVariable, is_constant_value, is_folded_class
+from .constant import FOLDED_CLASSES, ConstantVariable, is_constant_value
 from .dict_objects import DictObjectVariable
 from .dicts import DELETED, MISSING, DictVariable
 from .exceptions import ExceptionVariable
@@ -297,7 +297,7 @@ def instantiate(tx, cls_var: ClassVariable, args: list, kwargs: dict) -> Variabl
     base = builtin_base(cls)
     if base is not None and cls.__new__ is base.__new__:
         return instantiate_builtin_subclass(tx, cls, cls_var, args, kwargs)
-    if is_folded_class(cls) and all(a.is_python_constant() for a in [*args, *kwargs.values()]):
+    if cls in FOLDED_CLASSES and all(a.is_python_constant() for a in [*args, *kwargs.values()]):
         cargs, ckwargs = check_constant_args(cls.__qualname__, args, kwargs)
         return VariableTracker.build(tx, call_python(f"{cls.__qualname__}()", cls, *cargs, **ckwargs))
     new = proto.type_attr_raw(cls, "__new__")
@@ -599,7 +599,11 @@ def _build_enum_member(tx, value, source):
 def enter_context(tx, ctx: VariableTracker) -> tuple[VariableTracker, VariableTracker]:
     """``BEFORE_WITH`` on an instance of a Python class: ``(bound __exit__, __enter__())``,
     both found on the type as CPython's special-method lookup does (an instance attribute
-    named ``__enter__`` does not count), with CPython's errors when one is missing."""
+    named ``__enter__`` does not count), with CPython's errors when one is missing.
+    ``with torch.device(d):`` enters a ``DeviceContext`` mode (what ``torch.device``'s C
+    ``__enter__`` does)."""
+    if isinstance(ctx, ConstantVariable) and type(ctx.value) is torch.device:
+        ctx = VariableTracker.build(tx, torch.utils._device.DeviceContext).call_function(tx, [ctx], {})
     if not isinstance(ctx, UserObjectVariable):
         raise unsupported("unsupported context manager", f"with {ctx!r}",
                           "Context managers of Python classes and torch's grad modes are traced.")
