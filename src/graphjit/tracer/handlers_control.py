@@ -72,7 +72,7 @@ class ControlHandlers:
     def FOR_ITER(self, inst) -> None:
         it = self.stack[-1]
         if not isinstance(it, IteratorVariable):
-            raise unsupported("unsupported iterator", repr(it))
+            raise unsupported("unsupported iterator", f"a for loop over a {_type_name(it)} object")
         item = it.next_item(self)
         if item is None:
             self.pop()
@@ -196,3 +196,11 @@ def _reraised(exc: BaseException) -> ObservedException:
     e = ObservedException(exc)
     e._context_done = True
     return e
+
+
+def _type_name(var) -> str:
+    """The Python type a tracker stands for, for a message (never the tracker's repr)."""
+    try:
+        return var.python_type().__name__
+    except Exception:
+        return "value computed when the code runs"

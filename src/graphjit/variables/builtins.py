@@ -32,6 +32,8 @@ from .dicts import DictVariable, DictViewVariable, items_of
 from .exceptions import ExceptionVariable
 from .functions import PartialVariable, UserFunctionVariable, UserMethodVariable
 from .iterators import (
+    ExistingIteratorVariable,
+    is_self_iterator_class,
     ChainVariable,
     EnumerateVariable,
     FilterVariable,
@@ -531,6 +533,8 @@ _CALLABLE_ITERATOR = type(iter(int, 1))
 @register(next, pure=False)
 def _next(tx, args, kwargs):
     it = args[0]
+    if isinstance(it, UserObjectVariable) and not it.is_new and is_self_iterator_class(it.cls):
+        it = ExistingIteratorVariable(it)  # (taking its item is the break, with its reason)
     if isinstance(it, IteratorVariable):
         item = it.next_item(tx)
         if item is None:

@@ -119,7 +119,8 @@ def guard_key(tx, key: Any) -> None:
 def key_var(tx, key: Any) -> VariableTracker:
     """The tracker of a key: a tensor key is the tracker it was read as (so that ``is``
     holds), anything else a constant."""
-    if isinstance(key, (torch.Tensor, GraphTensorKey, FrozenDataclassKey, IdentityKey)):
+    if isinstance(key, (torch.Tensor, GraphTensorKey, FrozenDataclassKey, IdentityKey)) or \
+            (type(key).__hash__ is object.__hash__ and id(key) in tx.output.key_trackers):
         known = tx.output.key_trackers.get(id(key))
         if known is None:
             raise unsupported("tensor key of a pre-existing dict", f"<{type(key).__name__}>",
@@ -154,6 +155,9 @@ def key_of(var: VariableTracker, tx=None) -> Any:
     try:
         key = var.as_python_constant()
     except Exception:
+        key = _existing_object_key(var, tx)
+        if key is not None:
+            return key
         key = _frozen_dataclass_key(var, tx)
         if key is None:
             raise unsupported("dict key that is not a constant", repr(var)) from None
@@ -164,6 +168,20 @@ def key_of(var: VariableTracker, tx=None) -> Any:
     except TypeError as e:
         raise ObservedException(e) from None
     return key
+
+
+def _existing_object_key(var: VariableTracker, tx) -> Any:
+    """An object that existed before the call, hashed by identity (``object.__hash__``: a
+    module, a plain instance), as a key: the object itself, guarded to be this very object
+    (a tracker that serves other instances, a generic module, would otherwise hash as any
+    of them); ``None`` where that does not apply."""
+    value = getattr(var, "value", None)
+    if tx is None or value is None or var.source is None or type(value).__hash__ is not object.__hash__ \
+            or isinstance(value, (type, types.FunctionType, types.ModuleType)):
+        return None
+    tx.output.add_guard(var.source, GuardKind.ID_MATCH, value)
+    tx.output.key_trackers[id(value)] = var
+    return value
 
 
 class DictVariable(VariableTracker):

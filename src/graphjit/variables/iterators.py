@@ -623,6 +623,47 @@ class ObjectIteratorVariable(IteratorVariable):
         cg.reconstruct(self.obj)
 
 
+class ExistingIteratorVariable(IteratorVariable):
+    """An iterator of a C type (a generator, ``enumerate``, ``zip``, ``map``, a list
+    iterator...) that existed before the compiled frame: ``iter()`` of it is the object
+    itself (CPython's ``PyObject_SelfIter``), so ``enumerate(it)``, ``zip(it, ...)`` and a
+    ``for`` loop over it are made in the trace without reading it.  Its items exist only
+    when the code runs: taking one is a graph break (inside a loop the rest of the frame
+    runs in Python, its calls compiled).  Nothing is consumed while tracing; what escapes
+    is the object itself."""
+
+    def __init__(self, obj: VariableTracker, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.obj = obj
+
+    def _repr_body(self) -> str:
+        return repr(self.obj)
+
+    def python_type(self) -> type:
+        return self.obj.python_type()
+
+    def children(self) -> list[VariableTracker]:
+        return [self.obj]
+
+    def next_item(self, tx) -> VariableTracker | None:
+        name = self.python_type().__name__
+        raise unsupported("next() of an iterator made before the compiled frame",
+                          f"{name} object",
+                          f"The {name}'s items are produced only when the code runs (taking "
+                          "one runs the Python that makes it); the step runs in Python.")
+
+    def reconstruct(self, cg) -> None:
+        cg.reconstruct(self.obj)
+
+
+def is_self_iterator_class(cls: type) -> bool:
+    """True for a class whose ``__iter__`` and ``__next__`` are C slots: CPython's iterator
+    types, whose ``__iter__`` returns the object itself."""
+    it, nxt = getattr(cls, "__iter__", None), getattr(cls, "__next__", None)
+    c_slot = (types.WrapperDescriptorType, types.MethodDescriptorType)
+    return isinstance(it, c_slot) and isinstance(nxt, c_slot)
+
+
 def make_iterator(tx, value: VariableTracker) -> VariableTracker:
     """``iter(value)``."""
     if isinstance(value, IteratorVariable):

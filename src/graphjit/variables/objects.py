@@ -52,7 +52,13 @@ from .builtin_subclasses import (
     new_builtin_instance,
     set_init,
 )
-from .iterators import IteratorVariable, ObjectIteratorVariable, make_iterator
+from .iterators import (
+    ExistingIteratorVariable,
+    IteratorVariable,
+    ObjectIteratorVariable,
+    is_self_iterator_class,
+    make_iterator,
+)
 
 
 class UserObjectVariable(InstanceAttrsMixin, VariableTracker):
@@ -115,6 +121,8 @@ class UserObjectVariable(InstanceAttrsMixin, VariableTracker):
         """``iter(obj)`` as CPython's ``PyObject_GetIter``: the class's ``__iter__`` (its
         result must have ``__next__``), else the sequence protocol (``__getitem__``)."""
         raw = proto.type_attr_raw(self.cls, "__iter__")
+        if not self.is_new and is_self_iterator_class(self.cls):
+            return ExistingIteratorVariable(self)
         if raw is MISSING or raw is None:
             if raw is MISSING and proto.type_attr_raw(self.cls, "__getitem__") is not MISSING:
                 return ObjectIteratorVariable(self, by_index=True)
