@@ -14,6 +14,9 @@ with a counting backend, and checks graphjit's graph count against torch.compile
 
 Where torch.compile's result differs from eager (``torch_wrong``) only graphjit's
 agreement with eager is asserted, and the case says so.
+
+:func:`case_tests` makes a case list's three tests (``eager``, ``aot_eager``, counts
+against torch.compile); a test module binds them to its ``test_*`` names.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import contextlib
 import torch
 import torch._dynamo
 
-from _semantics import Case, dynamo_counts, run_case
+from _semantics import Case, dynamo_counts, parametrize_cases, run_case
 
 
 @contextlib.contextmanager
@@ -57,3 +60,25 @@ def check_against_torch(case: Case, relation: str = "equal", torch_wrong: bool =
                 "torch_none": theirs == 0 and ours >= 1}
     assert expected[relation], f"{case.name}: graphjit {ours} graphs, torch.compile {theirs} ({relation})"
     return ours, theirs
+
+
+def case_tests(cases: list[Case], relation: dict | None = None, torch_wrong=frozenset(), **dynamo_settings):
+    """``(test_eager_backend, test_aot_eager_backend, test_graph_count_against_torch_compile)``
+    over ``cases``: each run differential against eager, and the graph count compared with
+    torch.compile's by ``relation`` (case name -> relation, ``equal`` otherwise)."""
+    relation = relation or {}
+
+    @parametrize_cases(cases)
+    def test_eager_backend(case):
+        run_case(case)
+
+    @parametrize_cases(cases)
+    def test_aot_eager_backend(case):
+        run_case(case, "aot_eager")
+
+    @parametrize_cases(cases)
+    def test_graph_count_against_torch_compile(case):
+        check_against_torch(case, relation.get(case.name, "equal"), torch_wrong=case.name in torch_wrong,
+                            **dynamo_settings)
+
+    return test_eager_backend, test_aot_eager_backend, test_graph_count_against_torch_compile

@@ -30,8 +30,8 @@ import numpy as np
 import pytest
 import torch
 
-from _breadth import check_against_torch
-from _semantics import Case, parametrize_cases, run_case
+from _breadth import case_tests
+from _semantics import Case
 from _shared import seeded_randn
 
 _r = seeded_randn(21400)
@@ -287,19 +287,8 @@ RELATION = {"list_as_dict_key": "at_most", "partial_attributes": "torch_none",
 TORCH_WRONG = {"subclass_escapes", "mappingproxy_write_raises", "star_star_not_a_mapping"}
 
 
-@parametrize_cases(CASES)
-def test_eager_backend(case):
-    run_case(case)
-
-
-@parametrize_cases(CASES)
-def test_aot_eager_backend(case):
-    run_case(case, "aot_eager")
-
-
-@parametrize_cases(CASES)
-def test_graph_count_against_torch_compile(case):
-    check_against_torch(case, RELATION.get(case.name, "equal"), torch_wrong=case.name in TORCH_WRONG)
+test_eager_backend, test_aot_eager_backend, test_graph_count_against_torch_compile = \
+    case_tests(CASES, RELATION, TORCH_WRONG)
 
 
 def test_escaped_partial_keeps_its_attribute():

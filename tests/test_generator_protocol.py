@@ -33,8 +33,8 @@ import collections
 import pytest
 import torch
 
-from _breadth import check_against_torch
-from _semantics import Case, parametrize_cases, run_case
+from _breadth import case_tests
+from _semantics import Case
 from _shared import seeded_randn
 
 _r = seeded_randn(21200)
@@ -507,19 +507,8 @@ TORCH_WRONG = {"returned_generator_is_not_closed", "subgenerator_finally_on_thro
                "stopiteration_from_inner_next"}
 
 
-@parametrize_cases(CASES)
-def test_eager_backend(case):
-    run_case(case)
-
-
-@parametrize_cases(CASES)
-def test_aot_eager_backend(case):
-    run_case(case, "aot_eager")
-
-
-@parametrize_cases(CASES)
-def test_graph_count_against_torch_compile(case):
-    check_against_torch(case, RELATION.get(case.name, "equal"), torch_wrong=case.name in TORCH_WRONG)
+test_eager_backend, test_aot_eager_backend, test_graph_count_against_torch_compile = \
+    case_tests(CASES, RELATION, TORCH_WRONG)
 
 
 if __name__ == "__main__":

@@ -22,8 +22,8 @@ import pytest
 import torch
 
 import graphjit
-from _breadth import check_against_torch
-from _semantics import Case, parametrize_cases, run_case
+from _breadth import case_tests
+from _semantics import Case
 from _shared import seeded_randn
 from graphjit.testing import CompileCounter, check_same
 
@@ -167,19 +167,8 @@ RELATION = {"nested_signature": "torch_none",
 TORCH_WRONG = {"builtin_max_min", "builtin_max_of_bigger_tensors"}
 
 
-@parametrize_cases(CASES)
-def test_eager_backend(case):
-    run_case(case)
-
-
-@parametrize_cases(CASES)
-def test_aot_eager_backend(case):
-    run_case(case, "aot_eager")
-
-
-@parametrize_cases(CASES)
-def test_graph_count_against_torch_compile(case):
-    check_against_torch(case, RELATION.get(case.name, "equal"), torch_wrong=case.name in TORCH_WRONG)
+test_eager_backend, test_aot_eager_backend, test_graph_count_against_torch_compile = \
+    case_tests(CASES, RELATION, TORCH_WRONG)
 
 
 def test_a_subclass_defined_later_recompiles():

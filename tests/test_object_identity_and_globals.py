@@ -17,8 +17,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from _breadth import check_against_torch
-from _semantics import Case, parametrize_cases, run_case
+from _breadth import case_tests
+from _semantics import Case
 from _shared import seeded_randn
 
 _r = seeded_randn(21600)
@@ -129,19 +129,8 @@ RELATION = {"class_assign_errors": "torch_none", "class_assign_existing": "at_mo
 TORCH_WRONG: set = set()
 
 
-@parametrize_cases(CASES)
-def test_eager_backend(case):
-    run_case(case)
-
-
-@parametrize_cases(CASES)
-def test_aot_eager_backend(case):
-    run_case(case, "aot_eager")
-
-
-@parametrize_cases(CASES)
-def test_graph_count_against_torch_compile(case):
-    check_against_torch(case, RELATION.get(case.name, "equal"), torch_wrong=case.name in TORCH_WRONG)
+test_eager_backend, test_aot_eager_backend, test_graph_count_against_torch_compile = \
+    case_tests(CASES, RELATION, TORCH_WRONG)
 
 
 def test_identity_over_calls_with_a_registry_attribute():

@@ -23,7 +23,8 @@ import pytest
 import torch
 import torch._dynamo
 
-from _semantics import Case, dynamo_counts, parametrize_cases, run_case
+from _breadth import case_tests
+from _semantics import Case
 from _shared import check_sequence, seeded_randn
 import graphjit
 from graphjit.testing import CompileCounter
@@ -138,32 +139,12 @@ CASES = [
 ]
 
 
-@parametrize_cases(CASES)
-def test_eager_backend(case):
-    run_case(case)
-
-
-@parametrize_cases(CASES)
-def test_aot_eager_backend(case):
-    run_case(case, "aot_eager")
-
-
-#: failing asserts with tensor work before them: one graph, torch.compile none
+#: failing asserts with tensor work before them: one graph, torch.compile none (it gives
+#: the frame up; graphjit compiles the work before the raise)
 RAISING = {"fails_equal_with_msg", "fails_true", "fails_not_raised"}
 
-
-@parametrize_cases(CASES)
-def test_graph_count_equals_torch_compile(case):
-    old = torch._dynamo.config.enable_trace_unittest
-    torch._dynamo.config.enable_trace_unittest = True
-    try:
-        theirs, _, same = dynamo_counts(case)
-    finally:
-        torch._dynamo.config.enable_trace_unittest = old
-    ours = run_case(case).frame_count
-    assert same, f"{case.name}: torch.compile differs from eager"
-    expected = theirs + 1 if case.name in RAISING else theirs
-    assert ours == expected, f"{case.name}: graphjit {ours} graphs, torch.compile {theirs}"
+test_eager_backend, test_aot_eager_backend, test_graph_count_against_torch_compile = \
+    case_tests(CASES, {name: "plus_one" for name in RAISING}, enable_trace_unittest=True)
 
 
 def test_failure_message_follows_the_test_case_settings():
