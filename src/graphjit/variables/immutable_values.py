@@ -42,7 +42,7 @@ from .base import (
     register_builder_by_id,
     register_builder_predicate,
 )
-from .builtins import build_builtin, register
+from .builtins import BuiltinVariable, build_builtin, register
 from .constant import ConstantVariable, is_constant_value
 from .sequences import ListVariable, TupleVariable
 
@@ -61,24 +61,11 @@ def _is_type_method(value: Any) -> bool:
                                    "__setattr__", "__delattr__")
 
 
-class TypeMethodVariable(VariableTracker):
+class TypeMethodVariable(BuiltinVariable):
     """A method of an immutable built-in type read through the class (``str.isalnum``)."""
-
-    def __init__(self, fn: Any, **kwargs) -> None:
-        super().__init__(**kwargs)
-        self.fn = fn
 
     def _repr_body(self) -> str:
         return f"{self.fn.__objclass__.__name__}.{self.fn.__name__}"
-
-    def python_type(self) -> type:
-        return type(self.fn)
-
-    def as_python_constant(self):
-        return self.fn
-
-    def identity(self):
-        return self.fn
 
     def call_function(self, tx, args, kwargs) -> VariableTracker:
         owner = self.fn.__objclass__

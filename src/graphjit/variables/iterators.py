@@ -601,14 +601,7 @@ class ObjectIteratorVariable(IteratorVariable):
             raise
 
     def call_method(self, tx, name: str, args: list, kwargs: dict) -> VariableTracker:
-        if name == "__iter__" and not args and not kwargs:
-            return self
-        if name == "__next__" and not args and not kwargs:
-            item = self.next_item(tx)
-            if item is None:
-                raise observed(StopIteration)
-            return item
-        if self.by_index:
+        if self.by_index or (name in ("__iter__", "__next__") and not args and not kwargs):
             return super().call_method(tx, name, args, kwargs)
         return self.obj.call_method(tx, name, args, kwargs)
 
