@@ -768,8 +768,7 @@ CASES = [
     # string formatting
     Case(fstring_specs, [(X,)]),
     Case(fstring_conversions, [(X,)]),
-    _xfail(Case(fstring_user_object_repr, [(X,)]),
-           "Unsupported 'f-string of a non-constant: UserObjectVariable(Obj, new)' ({obj!r})"),
+    Case(fstring_user_object_repr, [(X,)]),  # (Obj.__repr__ traced: variables/formatting.py)
     Case(percent_format, [(X,)]),
     Case(str_format_fields, [(X,)]),
     _xfail(Case(str_format_tensor_attr, [(X,)]),

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import array
 import datetime
+import decimal
 import functools
 import re
 import sys
@@ -32,8 +33,10 @@ RESUME = "the instruction runs in Python, then a resume function"
 STEP = "the rest of the frame runs in Python, its calls compiled"
 
 # objects of C-implemented classes graphjit does not model
-PAT = re.compile("a+")
-PAT2 = re.compile("b+")
+PAT = re.compile("a+")  # (its attributes are read at trace time, as TorchDynamo does)
+TZ = datetime.timezone(datetime.timedelta(hours=1))  # a C-level __eq__, no __format__ spec
+TZ2 = datetime.timezone(datetime.timedelta(hours=2))
+DEC = decimal.Decimal("1.5")  # a C-level __format__ (a bad spec is its ValueError)
 ARR = array.array("i", [1, 2, 3])
 TD = datetime.timedelta(days=2)
 # numpy arrays are folded when small (tests/test_numpy_values.py); one larger than the
@@ -72,10 +75,12 @@ CM = PyCM()
 
 
 class Reporter:
-    """Its ``__format__`` runs in Python at a FORMAT_VALUE break and reads pending state."""
+    """Its ``__format__`` runs in Python at a FORMAT_VALUE break and reads pending state
+    (it concatenates arrays, which graphjit does not trace, so the call is the break)."""
     def __init__(self, obj, lst):
         self.obj, self.lst = obj, lst
     def __format__(self, spec):
+        ARR + ARR
         return f"a={self.obj.a} lst={self.lst} log={LOG} gd={sorted(GD.items())}"
 
 
@@ -121,20 +126,20 @@ def _clean_globals(monkeypatch):
 _SIMPLE = [
     ("load_attr", "return y * TL.v", ["LOAD_ATTR"]),
     ("load_method_kw", "return y.cos() * ML.f(2, b=5, z=1)", ["LOAD_METHOD"]),
-    ("compare_op", "c = PAT == PAT2; return y * c, y - (not c)", ["COMPARE_OP"]),
+    ("compare_op", "c = TZ == TZ2; return y * c, y - (not c)", ["COMPARE_OP"]),
     ("unary_negative", "n = -NP; return y * 2, n.shape", ["UNARY_NEGATIVE"]),
     ("unary_positive", "p = +TD; return y * 2, p is TD", ["UNARY_POSITIVE"]),  # then IS_OP
     ("unary_not", "return not ARR, y * 3", ["UNARY_NOT"]),
     ("unary_invert", "v = ~NP; return y * 2, v.tolist()", ["UNARY_INVERT", "CALL"]),
     ("unpack_sequence", "a, b, c = ARR; return y * a + b - c", ["UNPACK_SEQUENCE"]),
     ("unpack_ex", "a, *mid, c = ARR; return y * a + c, mid", ["UNPACK_EX"]),
-    ("format_value_spec", "s = f'{PAT!r:>30}'; return y * len(s), s", ["FORMAT_VALUE"]),
+    ("format_value_spec", "s = f'{TZ!r:>30}'; return y * len(s), s", ["FORMAT_VALUE"]),
     # resumes with "<" on the stack, then FORMAT_VALUE and BUILD_STRING
     ("format_value_plain", "s = f'<{TD}|{x.shape[0]}>'; return y * len(s), s", ["FORMAT_VALUE"]),
     # FORMAT_VALUE pops the value and a spec built at run time
-    ("format_value_dynamic_spec", "s = f'[{PAT!r:>{x.shape[0] * 5}}]'; return y * len(s), s",
+    ("format_value_dynamic_spec", "s = f'[{TZ!r:>{x.shape[0] * 5}}]'; return y * len(s), s",
      ["FORMAT_VALUE"]),
-    ("build_map_key", "d = {PAT: 1, 2: 3}; return y * len(d), d[2]", ["BUILD_MAP"]),
+    ("build_map_key", "d = {TZ: 1, 2: 3}; return y * len(d), d[2]", ["BUILD_MAP"]),
     # IMPORT_NAME is traced (sys.modules), IMPORT_FROM reads TL.v
     ("import_from", "from gj_resume_fake_mod import v; return y * v", ["IMPORT_FROM"]),
     ("store_attr", "TL.w = 5; return y * TL.__dict__['w']", ["STORE_ATTR", "LOAD_ATTR"]),
@@ -179,7 +184,7 @@ def load_attr_star_args(x):
 
 def compare_op_branch(x):
     y = x + 1
-    if PAT == PAT:
+    if TZ == TZ:
         return y * 2
     return y - 1
 
@@ -330,7 +335,7 @@ def test_python_context_manager_order_with_side_effects():
 
 RAISING = [("v = ARR[10]", "BINARY_SUBSCR"), ("v = TL.nosuch", "LOAD_ATTR"),
            ("a, b = ARR", "UNPACK_SEQUENCE"), ("a, *b, c, d, e = ARR", "UNPACK_EX"),
-           ("v = f'{PAT:>9}'", "FORMAT_VALUE"), ("v = PAT < PAT2", "COMPARE_OP"),
+           ("v = f'{DEC:z!}'", "FORMAT_VALUE"), ("v = TZ < TZ2", "COMPARE_OP"),
            ("v = -ARR", "UNARY_NEGATIVE"), ("ARR[0] = 'a'", "STORE_SUBSCR"),
            ("v = ARR + [1]", "BINARY_OP"), ("del TL.nosuch", "DELETE_ATTR")]
 
@@ -343,7 +348,7 @@ def test_breaking_instruction_raises(stmt, instr, in_try, capsys):
     exceptions and stdout)."""
     body = (f"try:\n        {stmt}\n    except Exception as e:\n"
             f"        print(type(e).__name__, e)\n        y = y * 3") if in_try else stmt
-    ns = {"ARR": ARR, "PAT": PAT, "PAT2": PAT2, "TL": TL}
+    ns = {"ARR": ARR, "DEC": DEC, "TZ": TZ, "TZ2": TZ2, "TL": TL}
     exec(f"def fn(x):\n    y = x + 1\n    {body}\n    return y * 2\n", ns)
     if in_try:
         ns["fn"](X())
@@ -515,7 +520,7 @@ class PatModule(torch.nn.Module):
     def __init__(self):
         super().__init__()
         self.lin = torch.nn.Linear(4, 4)
-        self.pat = PAT
+        self.pat = TZ
 
     def forward(self, x):
         y = self.lin(x)
@@ -538,7 +543,7 @@ def test_nonlocal_write_after_break():
 
         y = x + 1
         bump(1)
-        c = PAT == PAT2
+        c = TZ == TZ2
         bump(10 + c)
         return y * count
 

@@ -131,7 +131,10 @@ def is_skipped_file(filename: str) -> bool:
 #: Python over objects graphjit models: context-manager helpers, dataclass helpers,
 #: ``Counter``'s methods), by file name or package/file
 INLINED_STDLIB = frozenset({"contextlib.py", "dataclasses.py", "collections/__init__.py", "functools.py",
-                            "copy.py", "copyreg.py", "typing.py"})
+                            "copy.py", "copyreg.py", "typing.py",
+                            # ``self.assertEqual(...)`` in compiled code: the asserts are
+                            # traced (TorchDynamo's ``enable_trace_unittest``)
+                            "unittest/case.py", "unittest/util.py"})
 
 
 def is_stdlib_file(filename: str) -> bool:

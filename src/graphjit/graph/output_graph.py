@@ -202,6 +202,8 @@ class OutputGraph:
         if known is not None:
             if source is not None and known.source is not None and known.source != source:
                 self.add_guard(source, GuardKind.OBJECT_ALIASING, other=known.source)
+            elif source is not None and known.source is None:  # e.g. the frame's own cell
+                self.add_guard(source, GuardKind.ID_MATCH, value)
             var = known
         else:
             var = builder_for(value)(tx, value, source)

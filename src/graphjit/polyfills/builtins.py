@@ -171,3 +171,13 @@ def iter_sentinel(function, sentinel):
         if value == sentinel:
             return
         yield value
+
+
+def sequence_order(a, b, op):
+    """``a < b`` (``op``) of two tuples or two lists, as CPython's richcompare: the first
+    position whose items differ (identity, then ``==``) decides with ``op``; if none does,
+    the lengths do."""
+    for x, y in zip(a, b):
+        if not (x is y or x == y):
+            return op(x, y)
+    return op(len(a), len(b))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..exc import ObservedException, unsupported
+from ..exc import ObservedException, observed, unsupported
 from ..variables import (
     VariableTracker,
     BuiltinVariable,
@@ -73,7 +73,7 @@ class ControlHandlers:
     def FOR_ITER(self, inst) -> None:
         it = self.stack[-1]
         if not isinstance(it, IteratorVariable):
-            raise unsupported("unsupported iterator", describe(it))
+            raise unsupported("unsupported iterator", f"a for loop over a {_type_name(it)} object")
         item = it.next_item(self)
         if item is None:
             self.pop()
@@ -128,9 +128,14 @@ class ControlHandlers:
     def RAISE_VARARGS(self, inst) -> None:
         """``raise`` (re-raise), ``raise exc``, ``raise exc from cause``."""
         if inst.arg == 0:
-            if self.exc_info is None or not isinstance(self.exc_info, ExceptionVariable):
+            tx = self  # the exception handled by this frame or, as the thread state, a caller
+            while tx is not None and getattr(tx, "exc_info", None) is None:
+                tx = tx.parent
+            if tx is None:  # (an outer caller's is seen when the instruction runs in Python)
+                raise observed(RuntimeError, "No active exception to reraise")
+            if not isinstance(tx.exc_info, ExceptionVariable):
                 raise unsupported("bare raise outside an except block", "RAISE_VARARGS 0")
-            raise _reraised(self.exc_info.exc)
+            raise _reraised(tx.exc_info.exc)
         cause = self.pop() if inst.arg == 2 else None
         exc = self._exception(self.pop())
         if cause is not None:
@@ -192,3 +197,11 @@ def _reraised(exc: BaseException) -> ObservedException:
     e = ObservedException(exc)
     e._context_done = True
     return e
+
+
+def _type_name(var) -> str:
+    """The Python type a tracker stands for, for a message (never the tracker's repr)."""
+    try:
+        return var.python_type().__name__
+    except Exception:
+        return "value computed when the code runs"

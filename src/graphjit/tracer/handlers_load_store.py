@@ -9,7 +9,8 @@ import sys
 from ..exc import ObservedException, observed, unsupported
 from ..sources import ConstSource, GetItemSource
 from ..variables import NestedUserFunctionVariable, NullVariable, TupleVariable, VariableTracker
-from ..variables.dicts import MISSING
+from ..variables.base import call_python
+from ..variables.dicts import MISSING, DictVariable
 
 
 class LoadStoreHandlers:
@@ -107,8 +108,7 @@ class LoadStoreHandlers:
         code = self.pop().as_python_constant()
         flags = inst.arg
         closure = self.pop().items if flags & 0x08 else []
-        if flags & 0x04:
-            self.pop()  # annotations
+        annotations = self.pop().unpack(self) if flags & 0x04 else None  # (name, value) pairs, flat
         kwdefaults = self.pop() if flags & 0x02 else None
         defaults = self.pop().unpack(self) if flags & 0x01 else []
         kw = {}
@@ -117,15 +117,21 @@ class LoadStoreHandlers:
                 kw = {k: VariableTracker.build(self, v) for k, v in kwdefaults.as_python_constant().items()}
             else:
                 kw = dict(kwdefaults.realize_items(self))
-        self.push(NestedUserFunctionVariable(code, self.f_globals, code.co_name, defaults, kw,
-                                             list(closure)))
+        fn = NestedUserFunctionVariable(code, self.f_globals, code.co_name, defaults, kw, list(closure))
+        if annotations is not None:
+            pairs = {annotations[i].as_python_constant(): annotations[i + 1]
+                     for i in range(0, len(annotations), 2)}
+            fn.attrs["__annotations__"] = DictVariable(pairs)
+        self.push(fn)
 
 
     # -- imports --------------------------------------------------------------------------
     def IMPORT_NAME(self, inst) -> None:
-        """``import a.b`` / ``from .x import y`` of modules already imported: what
-        ``__import__`` returns, read from ``sys.modules`` (guarded there, so a module
-        replaced later recompiles).  Importing a new module runs in Python (a break)."""
+        """``import a.b`` / ``from .x import y``: what ``__import__`` returns, read from
+        ``sys.modules`` (guarded there, so a module replaced later recompiles).  A module
+        not imported yet is imported now, at trace time, as torch.compile does (eager
+        imports it on the first call, the trace is that call; an ImportError is the
+        program's)."""
         fromlist = self.pop().as_python_constant()
         level = self.pop().as_python_constant()
         name = inst.argval
@@ -135,15 +141,18 @@ class LoadStoreHandlers:
                 name = importlib.util.resolve_name("." * level + name, package)
             except (ImportError, ValueError) as e:
                 raise unsupported("relative import", f"{'.' * level}{inst.argval}: {e}") from None
-        if name not in sys.modules or sys.modules[name] is None:
-            raise unsupported("import of a module not yet imported", name,
-                              "Importing runs the module's code; it runs in Python between graphs.",
-                              ["Import the module at the top of the file."])
+        if name not in sys.modules:
+            call_python("import", importlib.import_module, name)
+        if sys.modules.get(name) is None:
+            raise observed(ImportError, f"import of {name} halted; None in sys.modules")
         if fromlist:
             for item in fromlist:
                 if item != "*" and not hasattr(sys.modules[name], item) and \
                         f"{name}.{item}" not in sys.modules:
-                    raise unsupported("import of a module not yet imported", f"{name}.{item}")
+                    try:  # ``from pkg import submodule``: __import__ imports it
+                        importlib.import_module(f"{name}.{item}")
+                    except ImportError:
+                        pass  # (IMPORT_FROM raises eager's ImportError for a missing name)
             result = name
         else:
             result = name.partition(".")[0]

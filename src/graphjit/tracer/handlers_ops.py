@@ -8,9 +8,10 @@ from __future__ import annotations
 import dis
 import operator
 
-from ..exc import observed, unsupported
+from ..exc import ObservedException, observed, unsupported
 from ..variables import (
     BaseSequenceVariable,
+    ClassVariable,
     ConstantVariable,
     DequeVariable,
     DictVariable,
@@ -22,6 +23,8 @@ from ..variables import (
     UserObjectVariable,
     VariableTracker,
 )
+from ..variables.base import call_python
+from ..variables.formatting import format_value
 from ..variables.dicts import MISSING, items_of, key_of
 from ..variables.iterators import make_iterator
 from ..variables.numpy_values import NumpyValueVariable
@@ -105,7 +108,7 @@ class OpHandlers:
             container.setitem(self, index, value)
         elif isinstance(container, UserObjectVariable):
             container.call_method(self, "__setitem__", [index, value], {})
-        elif isinstance(container, NumpyValueVariable):
+        elif hasattr(container, "setitem"):
             container.setitem(self, index, value)
         else:
             raise unsupported("item assignment", f"{describe(container)}[{describe(index)}] = ...",
@@ -121,6 +124,8 @@ class OpHandlers:
             container.delitem(self, index)
         elif isinstance(container, UserObjectVariable):
             container.call_method(self, "__delitem__", [index], {})
+        elif hasattr(container, "delitem"):
+            container.delitem(self, index)
         else:
             raise unsupported("item deletion", f"del {describe(container)}[{describe(index)}]")
 
@@ -160,6 +165,14 @@ class OpHandlers:
             except Exception as e:
                 raise observed(type(e), *e.args) from None
             return VariableTracker.build(self, item)
+        if hasattr(container, "getitem"):  # other mapping trackers (a mappingproxy)
+            return container.getitem(self, index)
+        if isinstance(container, ClassVariable) and hasattr(container.cls, "__class_getitem__"):
+            # ``Cls[T]`` (a generic alias, as in an annotation): made at trace time
+            item = index.as_python_constant() if index.is_python_constant() else getattr(index, "value", None)
+            if item is not None:
+                return VariableTracker.build(self, call_python(f"{container.cls.__qualname__}[...]",
+                                                               operator.getitem, container.cls, item))
         raise unsupported("unsupported subscript", f"{describe(container)}[{describe(index)}]")
 
     def BUILD_SLICE(self, inst) -> None:
@@ -196,9 +209,13 @@ class OpHandlers:
         spec = self.pop().as_python_constant() if inst.arg & 0x04 else ""
         value = self.pop()
         if not value.is_python_constant():
-            raise unsupported("f-string of a non-constant", describe(value))
+            if value.is_tensor():
+                raise unsupported("f-string of a non-constant", describe(value))
+            self.push(ConstantVariable(format_value(self, value, inst.arg & 0x03, spec)))
+            return
         conv = {0: lambda v: v, 1: str, 2: repr, 3: ascii}[inst.arg & 0x03]
-        self.push(ConstantVariable(format(conv(value.as_python_constant()), spec)))
+        self.push(ConstantVariable(call_python("format", lambda v: format(conv(v), spec),
+                                               value.as_python_constant())))
 
     # The displays' opcodes go through the containers' methods: in a resume function the
     # container being built is an argument (it existed before), so its mutations are logged.
@@ -235,9 +252,15 @@ class OpHandlers:
         """``f(**a, **b)``: like DICT_UPDATE, but a repeated keyword is the call's TypeError."""
         other = self.pop()
         target = self.stack[-inst.arg]
-        for key, value in items_of(self, other):
+        fn = self.stack[-(inst.arg + 2)]
+        try:
+            pairs = items_of(self, other, mapping_only=True)
+        except ObservedException as e:
+            if isinstance(e.exc, TypeError) and str(e.exc).startswith("argument after **"):
+                raise observed(TypeError, f"{_function_name(fn)} {e.exc}") from None
+            raise
+        for key, value in pairs:
             if target.lookup(self, key) is not MISSING:
-                fn = self.stack[-(inst.arg + 2)]
                 raise observed(TypeError, f"{_function_name(fn)} got multiple values for keyword "
                                           f"argument '{key}'")
             target.setitem_key(self, key, value)

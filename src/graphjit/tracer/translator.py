@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import dis
 import inspect
+import os
 import types
 from typing import Any
 
@@ -47,6 +48,8 @@ from ..variables import (
 )
 from ..variables.builtins import call_builtin
 from ..variables.cells import EMPTY
+from ..variables.iterators import ObjectIteratorVariable
+from .generator_finalization import close_abandoned_generators, register_generator
 from ..variables.torch_modes import resumable_exit
 from .handlers_control import ControlHandlers
 from .handlers_load_store import LoadStoreHandlers
@@ -185,8 +188,8 @@ class TranslatorBase(StackHandlers, LoadStoreHandlers, OpHandlers, ControlHandle
                      "holds, or accept the graph break."]) from None
         except Unsupported as e:
             seen = e.__dict__.setdefault("_translators", set())
-            if id(self) not in seen:  # each translator level adds its frame once
-                seen.add(id(self))
+            if id(self) not in seen and not self.is_graphjit_code():  # each user frame adds
+                seen.add(id(self))  # itself once (graphjit's own polyfills are not the user's)
                 e.add_frame(self.user_frame())
             raise
 
@@ -243,6 +246,10 @@ class TranslatorBase(StackHandlers, LoadStoreHandlers, OpHandlers, ControlHandle
         if actual != expected:
             raise InternalError(f"stack effect of {inst.opname} at line {self.lineno} in "
                                 f"{self.code.co_name}: expected {expected}, got {actual}")
+
+    def is_graphjit_code(self) -> bool:
+        """Is this frame one of graphjit's own polyfills (not a frame of the user's)?"""
+        return self.trusted or self.code.co_filename.startswith(_GRAPHJIT_DIR)
 
     def user_frame(self) -> UserFrame:
         return UserFrame(self.code.co_filename, self.lineno, self.code.co_name)
@@ -303,7 +310,9 @@ class TranslatorBase(StackHandlers, LoadStoreHandlers, OpHandlers, ControlHandle
         if code.co_flags & inspect.CO_GENERATOR:
             frame = GeneratorFrame(code, fn_var.get_globals(), self.output, self, bound,
                                    fn_var.get_closure_cells(self), trusted=fn_var.trusted)
-            return GeneratorVariable(frame, fn_var.get_name(), fn_var=fn_var, args=args, kwargs=kwargs)
+            gen = GeneratorVariable(frame, fn_var.get_name(), fn_var=fn_var, args=args, kwargs=kwargs)
+            register_generator(self, gen)
+            return gen
         child = InliningTranslator(code, fn_var.get_globals(), self.output, self, bound,
                                    fn_var.get_closure_cells(self), trusted=fn_var.trusted)
         child.run()
@@ -424,27 +433,92 @@ class GeneratorFrame(InliningTranslator):
             self.push(item)
 
     def throw_value(self, consumer, exc: BaseException) -> VariableTracker | None:
-        """``generator.throw(exc)``: ``exc`` is raised at the paused ``yield`` (its frame's
-        handlers see it); the next yielded tracker, ``None`` at the end, or the exception
-        (the same one or another) propagates to the consumer."""
-        error = ObservedException(exc)
+        """``generator.throw(exc)`` (``_gen_throw``): inside ``yield from`` the exception
+        goes to the subiterator first (``GeneratorExit`` closes it); otherwise, or if the
+        subiterator raises, ``exc`` is raised at the paused ``yield`` (its frame's handlers
+        see it).  The next yielded tracker, ``None`` at the end, or the exception (the same
+        one or another) propagates to the consumer."""
         if not self.started or self.exhausted:
             self.exhausted = True
-            raise error
+            raise ObservedException(exc)
         self.parent, self.done, self.yielded = consumer, False, None
+        sub = self._delegate()
+        if sub is not None:
+            exc, result = self._throw_into(sub, exc)
+            if exc is None:
+                if result is not None:  # the subiterator yielded: still paused in yield from
+                    self.yielded = result[0]
+                    return result[0]
+                return self._resume_after_yield_from(result)
+        return self._throw_here(exc)
+
+    def _delegate(self) -> VariableTracker | None:
+        """The subiterator a paused ``yield from`` delegates to (``_PyGen_yf``: the next
+        instruction is ``RESUME`` with an argument of 2 or more), else ``None``."""
+        nxt = self.instructions[self.ip] if self.ip < len(self.instructions) else None
+        if nxt is None or nxt.opname != "RESUME" or not nxt.arg or nxt.arg < 2:
+            return None
+        return self.stack[-2]  # below the placeholder for the value ``send`` delivers
+
+    def _throw_into(self, sub: VariableTracker, exc: BaseException):
+        """``exc`` thrown into the subiterator: ``(None, (item,))`` if it yielded,
+        ``(None, value)`` (a tracker) if it finished with ``value``, or ``(exception, None)``
+        to raise in this frame."""
+        if isinstance(exc, GeneratorExit):  # close the subiterator, then raise it here
+            try:
+                if isinstance(sub, GeneratorVariable):
+                    sub._close(self)
+                elif isinstance(sub, ObjectIteratorVariable) and sub.obj.has_attr(self, "close"):
+                    sub.obj.call_method(self, "close", [], {})
+            except ObservedException as e:
+                return e.exc, None
+            return exc, None
+        try:
+            if isinstance(sub, GeneratorVariable):
+                sub.advances = None
+                item = sub.frame.throw_value(self, exc)
+                return (None, (item,)) if item is not None else (None, sub.frame.return_value)
+            if isinstance(sub, ObjectIteratorVariable) and sub.obj.has_attr(self, "throw"):
+                return None, (sub.obj.call_method(self, "throw", [ExceptionVariable(exc)], {}),)
+        except ObservedException as e:
+            if isinstance(e.exc, StopIteration) and not isinstance(sub, GeneratorVariable):
+                return None, VariableTracker.build(self, e.exc.value)
+            return e.exc, None
+        return exc, None  # no ``throw``: raised at the ``yield from`` itself
+
+    def _resume_after_yield_from(self, value: VariableTracker) -> VariableTracker | None:
+        """The subiterator finished: ``yield from`` evaluates to ``value`` and the frame
+        continues after it (``SEND``'s target)."""
+        self.pop()  # the placeholder
+        self.pop()  # the subiterator
+        self.push(value)
+        send = self.instructions[self.ip - 2]
+        assert send.opname == "SEND", send
+        self.jump_to(send.target)
+        self._run_body()
+        return None if self.exhausted else self.yielded
+
+    def _throw_here(self, exc: BaseException) -> VariableTracker | None:
+        error = ObservedException(exc)
         yield_inst = self.instructions[self.ip - 1]
         self.pop()  # the value ``send`` would have delivered
         self.chain_context(error)
         if yield_inst.exn_tab_entry is None:
             self.exhausted = True
-            raise error
+            raise _pep479(error)
         self.enter_handler(error, yield_inst)
+        self._run_body()
+        return None if self.exhausted else self.yielded
+
+    def _run_body(self) -> None:
+        """Run to the next ``yield`` or the end.  An exception leaving the body finishes
+        the generator; a ``StopIteration`` leaving it is a ``RuntimeError`` (PEP 479,
+        ``gen_send_ex``), with the ``StopIteration`` as its cause."""
         try:
             self.run()
-        except ObservedException:
+        except ObservedException as e:
             self.exhausted = True
-            raise
-        return None if self.exhausted else self.yielded
+            raise _pep479(e) from None
 
     def next_value(self, consumer, sent: VariableTracker | None = None) -> VariableTracker | None:
         """The next yielded tracker, or ``None`` when the generator is exhausted (its
@@ -464,8 +538,20 @@ class GeneratorFrame(InliningTranslator):
                 self.stack[-1] = sent
         self.started = True
         self.parent, self.done, self.yielded = consumer, False, None
-        self.run()
+        self._run_body()
         return None if self.exhausted else self.yielded
+
+
+_GRAPHJIT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def _pep479(e: ObservedException) -> ObservedException:
+    """A ``StopIteration`` leaving a generator's frame becomes ``RuntimeError`` (PEP 479)."""
+    if not isinstance(e.exc, StopIteration):
+        return e
+    error = RuntimeError("generator raised StopIteration")
+    error.__cause__ = error.__context__ = e.exc
+    return ObservedException(error)
 
 
 @dataclasses.dataclass
@@ -570,6 +656,7 @@ class InstructionTranslator(TranslatorBase):
         self.checkpoints: list[tuple[int, int]] = []
         self.break_point: BreakPoint | None = None
         self.lazy_locals = dict(f_locals)
+        self.local_generators: list = []  # generators made in this trace (generator_finalization)
         # the frame's own cells: its cellvars (MAKE_CELL, holding a captured argument) and
         # its freevars (the closure); writes to them are replayed with STORE_DEREF
         for name in code.co_cellvars:
@@ -584,9 +671,11 @@ class InstructionTranslator(TranslatorBase):
                 real.cell_contents
             except ValueError:
                 self.cells[name] = CellVariable(name, real=real, local_name=name, pre_existing=True)
-                continue
-            self.cells[name] = CellVariable(name, real=real, local_name=name, pre_existing=True,
-                                            contents_source=LocalSource(name, "free"))
+            else:
+                self.cells[name] = CellVariable(name, real=real, local_name=name, pre_existing=True,
+                                                contents_source=LocalSource(name, "free"))
+            # the same cell reached through another function's closure is this tracker
+            output.side_effects.register_existing(real, self.cells[name])
 
     def local(self, name: str) -> VariableTracker | None:
         var = self.symbolic_locals.get(name)
@@ -596,6 +685,7 @@ class InstructionTranslator(TranslatorBase):
         return var
 
     def RETURN_VALUE(self, inst: Instruction) -> None:
+        close_abandoned_generators(self, self.stack[-1])
         self.return_value = self.pop()
         self.done = True
 

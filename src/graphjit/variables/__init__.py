@@ -3,8 +3,9 @@
 Modules, in layer order (each imports only those before it): ``base`` (tracker base,
 mutation types, lazy trackers, the builder registry) → ``constant`` → ``object_ids`` (``id()``) →
 ``sym_node`` (symbolic numbers) → ``tensor`` →
-``sequences``, ``dicts``, ``sets``, ``iterators`` (containers) → ``random_values`` → ``cells`` → ``functions``
-→ ``exceptions`` → ``object_protocol``, ``instance_attrs``, ``dict_objects``, ``objects``,
+``sequences``, ``dicts``, ``sets``, ``view_sets`` (dict views as sets), ``iterators`` (containers) → ``random_values`` → ``cells`` → ``functions``
+→ ``exceptions`` → ``object_protocol``, ``instance_attrs``, ``dict_objects``,
+``builtin_subclasses`` (tuple/set subclasses, mappingproxy), ``objects``,
 ``nn_module``, ``torchscript``, ``numpy_values`` (Python objects; TorchScript's opaque
 ones; numpy folded on constants), ``generators`` →
 ``operators``, ``grad_mode``, ``builtins``, ``torch_function``, ``checkpoint``, ``copying``
@@ -52,6 +53,8 @@ from .grad_mode import (GradModeExit, GradModeVariable, InferenceModeExitVariabl
                         InferenceModeVariable, WithExitVariable)
 from .builtins import BuiltinVariable
 from . import library  # noqa: F401  (registers inspect.signature and its values)
+from . import immutable_values  # noqa: F401  (str.isalnum(c), re's functions, patterns)
+from . import formatting  # noqa: F401  (str()/repr()/f-strings of non-constant values)
 from .torch_function import TorchFunctionVariable
 from .checkpoint import CheckpointVariable
 from . import copying  # noqa: F401  (registers copy.copy/deepcopy and the C methods they reach)

@@ -407,6 +407,15 @@ class MethodVariable(VariableTracker):
     def call_function(self, tx, args, kwargs) -> VariableTracker:
         return self.obj.call_method(tx, self.name, args, kwargs)
 
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        """A bound method's own attributes (``unittest``'s ``assertRaises(E, g.close)``
+        reads ``__name__``)."""
+        if name == "__name__":
+            return VariableTracker.build(tx, self.name)
+        if name == "__self__":
+            return self.obj
+        return super().var_getattr(tx, name)
+
     def children(self) -> list[VariableTracker]:
         return [self.obj]
 

@@ -58,8 +58,9 @@ from .torch_function import TorchFunctionVariable, is_torch_callable
 _DYNAMO_INLINED = {("torch._dynamo.mutation_guard", "install_generation_tagging_init.<locals>.patched_init")}
 _DYNAMO_NO_OPS = {("torch._dynamo.mutation_guard", "GenerationTracker.tag")}
 #: ``torch._dynamo`` modules inlined like user code (from TorchDynamo's own MOD_INLINELIST):
-#: ``TransformGetItemToIndex``, the mode flex_attention runs a ``score_mod`` under
-_DYNAMO_INLINED_MODULES = {"torch._dynamo._trace_wrapped_higher_order_op"}
+#: ``TransformGetItemToIndex``, the mode flex_attention runs a ``score_mod`` under, and its
+#: test case's ``assertEqual`` wrapper, which tests call inside compiled functions
+_DYNAMO_INLINED_MODULES = frozenset({"torch._dynamo._trace_wrapped_higher_order_op", "torch._dynamo.test_case"})
 _FUNCTION_KINDS = (types.FunctionType, types.MethodType, types.BuiltinFunctionType,
                    types.BuiltinMethodType, types.WrapperDescriptorType, types.MethodDescriptorType,
                    types.MethodWrapperType, types.ClassMethodDescriptorType)

@@ -17,6 +17,8 @@ import itertools
 import operator
 import sys
 import types
+
+import torch
 from typing import Any, Callable
 
 from ..exc import ObservedException, observed, unsupported
@@ -30,6 +32,8 @@ from .dicts import DictVariable, DictViewVariable, items_of
 from .exceptions import ExceptionVariable
 from .functions import PartialVariable, UserFunctionVariable, UserMethodVariable
 from .iterators import (
+    ExistingIteratorVariable,
+    is_self_iterator_class,
     ChainVariable,
     EnumerateVariable,
     FilterVariable,
@@ -41,6 +45,8 @@ from .iterators import (
     make_iterator,
     stop_iteration,
 )
+from .builtin_subclasses import MappingProxyVariable
+from .dict_objects import DictObjectVariable
 from .instance_attrs import InstanceAttrsMixin
 from .object_ids import object_id
 from .objects import ClassVariable, SuperVariable, UserObjectVariable, new_object
@@ -269,6 +275,15 @@ def _id(tx, args, kwargs):
     return object_id(tx, args[0])
 
 
+@register(globals, pure=False)
+def _globals(tx, args, kwargs):
+    """``globals()``: the calling frame's module globals, the tracker ``LOAD_GLOBAL`` and
+    ``STORE_GLOBAL`` use (writes through it are the same pending writes)."""
+    if args or kwargs:
+        return None
+    return tx.output.globals_tracker(tx, tx.f_globals)
+
+
 @register(vars, pure=False)
 def _vars(tx, args, kwargs):
     if len(args) == 1 and isinstance(args[0], InstanceAttrsMixin):
@@ -390,8 +405,8 @@ def _len(tx, args, kwargs):
         if obj.example_value.dim() == 0:
             raise observed(TypeError, "len() of a 0-d tensor")
         return obj.call_method(tx, "__len__", [], {})  # symbolic where the size is
-    if isinstance(obj, (BaseSequenceVariable, DictVariable, SetVariable, DictViewVariable)) or \
-            isinstance(obj, UserObjectVariable):
+    if isinstance(obj, (BaseSequenceVariable, DictVariable, SetVariable, DictViewVariable,
+                        MappingProxyVariable)) or isinstance(obj, UserObjectVariable):
         return obj.call_method(tx, "__len__", [], {})
     return None
 
@@ -408,7 +423,9 @@ def _list(tx, args, kwargs):
 
 @register(dict)
 def _dict(tx, args, kwargs, user_cls=dict):
-    out = DictVariable({}, user_cls=user_cls)
+    # an OrderedDict has an instance __dict__ (``state_dict()`` sets ``_metadata`` on it)
+    out = DictObjectVariable({}, user_cls=user_cls) if user_cls.__dictoffset__ else \
+        DictVariable({}, user_cls=user_cls)
     for other in args:
         for key, value in items_of(tx, other):
             out._items[key] = value
@@ -517,6 +534,8 @@ _CALLABLE_ITERATOR = type(iter(int, 1))
 @register(next, pure=False)
 def _next(tx, args, kwargs):
     it = args[0]
+    if isinstance(it, UserObjectVariable) and not it.is_new and is_self_iterator_class(it.cls):
+        it = ExistingIteratorVariable(it)  # (taking its item is the break, with its reason)
     if isinstance(it, IteratorVariable):
         item = it.next_item(tx)
         if item is None:
@@ -616,10 +635,18 @@ def _sum(tx, args, kwargs):
 def _minmax(fn):
     def handler(tx, args, kwargs):
         if len(args) == 1 and args[0].is_tensor():
+            ev = args[0].example_value  # ``max(t)`` of a 1-d tensor: over its elements
+            if not kwargs and ev.dim() == 1 and isinstance(ev.shape[0], int) and ev.shape[0] > 0:
+                return tensor_minmax(tx, fn is max, args[0].unpack(tx))
             return None
         if len(args) == 1 and not kwargs and args[0].is_python_constant():
             return VariableTracker.build(tx, call_python(fn.__name__, fn, args[0].as_python_constant()))
         values = list(args) if len(args) > 1 else None
+        if len(args) == 1 and isinstance(args[0], BaseSequenceVariable) and args[0].items and \
+                all(v.is_tensor() for v in args[0].items):
+            values = list(args[0].items)
+        if values is not None and not kwargs and single_element_tensors(values):
+            return tensor_minmax(tx, fn is max, values)
         if values is not None and any(v.is_tensor() for v in values):
             raise unsupported("max/min of tensors", f"builtin {fn.__name__}() compares tensor values",
                               hints=["Use torch.maximum / torch.minimum or torch.max(t)."])
@@ -633,6 +660,28 @@ def _minmax(fn):
 
 _minmax(max)
 _minmax(min)
+
+
+def single_element_tensors(values: list) -> bool:
+    """Tensors of one element each, all of one static shape, dtype and device: what the
+    builtin ``max``/``min`` can compare (bigger tensors are eager's RuntimeError)."""
+    if not values or not all(v.is_tensor() for v in values):
+        return False
+    evs = [v.example_value for v in values]
+    first = evs[0]
+    return all(isinstance(e.numel(), int) and e.numel() == 1 and e.shape == first.shape and
+               e.dtype == first.dtype and e.device == first.device for e in evs)
+
+
+def tensor_minmax(tx, is_max: bool, values: list) -> VariableTracker:
+    """``max(a, b, ...)`` of single-element tensors as CPython's loop decides it (``item >
+    best`` replaces ``best``: the first of equal items wins, a NaN first stays), with the
+    choice made in the graph: ``best = where(item > best, item, best)``."""
+    best = values[0]
+    for item in values[1:]:
+        better = binary_op(tx, operator.gt if is_max else operator.lt, item, best)
+        best = tx.output.call(tx, "call_function", torch.where, [better, item, best], {})
+    return best
 
 
 @register(abs)

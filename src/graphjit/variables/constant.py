@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from ..exc import unsupported
+from ..exc import ObservedException, unsupported
 from ..guards.guard import GuardKind
 from .base import MethodVariable, VariableTracker, call_python, check_constant_args, register_builder
 from ..diagnostics.describe import describe
@@ -19,6 +19,9 @@ CONSTANT_TYPES = (
     torch.dtype, torch.device, torch.layout, torch.memory_format, torch.Size, range,
     types.CodeType, torch.finfo, torch.iinfo,
 )
+#: classes whose instances are such values: a call with constant arguments is folded
+#: (``torch.finfo(torch.half)``; numpy's are ``numpy_values``')
+FOLDED_CLASSES = frozenset({torch.finfo, torch.iinfo})
 
 
 def is_constant_value(value: Any) -> bool:
@@ -53,6 +56,8 @@ class ConstantVariable(VariableTracker):
         return self.value
 
     def unpack(self, tx) -> list[VariableTracker]:
+        if not hasattr(type(self.value), "__iter__") and not hasattr(type(self.value), "__getitem__"):
+            raise ObservedException(TypeError(f"'{type(self.value).__name__}' object is not iterable"))
         try:
             items = list(self.value)
         except TypeError:

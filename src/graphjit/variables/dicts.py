@@ -18,6 +18,7 @@ Keys are hashable trace-time constants (strings, numbers, classes, functions).  
 from __future__ import annotations
 
 import collections
+import sys
 import dataclasses
 import types
 from typing import Any
@@ -119,7 +120,8 @@ def guard_key(tx, key: Any) -> None:
 def key_var(tx, key: Any) -> VariableTracker:
     """The tracker of a key: a tensor key is the tracker it was read as (so that ``is``
     holds), anything else a constant."""
-    if isinstance(key, (torch.Tensor, GraphTensorKey, FrozenDataclassKey, IdentityKey)):
+    if isinstance(key, (torch.Tensor, GraphTensorKey, FrozenDataclassKey, IdentityKey)) or \
+            (type(key).__hash__ is object.__hash__ and id(key) in tx.output.key_trackers):
         known = tx.output.key_trackers.get(id(key))
         if known is None:
             raise unsupported("tensor key of a pre-existing dict", f"<{type(key).__name__}>",
@@ -154,6 +156,9 @@ def key_of(var: VariableTracker, tx=None) -> Any:
     try:
         key = var.as_python_constant()
     except Exception:
+        key = _existing_object_key(var, tx)
+        if key is not None:
+            return key
         key = _frozen_dataclass_key(var, tx)
         if key is None:
             raise unsupported("dict key that is not a constant", describe(var)) from None
@@ -164,6 +169,20 @@ def key_of(var: VariableTracker, tx=None) -> Any:
     except TypeError as e:
         raise ObservedException(e) from None
     return key
+
+
+def _existing_object_key(var: VariableTracker, tx) -> Any:
+    """An object that existed before the call, hashed by identity (``object.__hash__``: a
+    module, a plain instance), as a key: the object itself, guarded to be this very object
+    (a tracker that serves other instances, a generic module, would otherwise hash as any
+    of them); ``None`` where that does not apply."""
+    value = getattr(var, "value", None)
+    if tx is None or value is None or var.source is None or type(value).__hash__ is not object.__hash__ \
+            or isinstance(value, (type, types.FunctionType, types.ModuleType)):
+        return None
+    tx.output.add_guard(var.source, GuardKind.ID_MATCH, value)
+    tx.output.key_trackers[id(value)] = var
+    return value
 
 
 class DictVariable(VariableTracker):
@@ -548,16 +567,26 @@ def register_dict_method(name: str):
     return deco
 
 
-def items_of(tx, other: VariableTracker) -> list[tuple[Any, VariableTracker]]:
-    """``(key, value)`` pairs of a mapping or an iterable of pairs (``dict.update``)."""
+def items_of(tx, other: VariableTracker, mapping_only: bool = False) -> list[tuple[Any, VariableTracker]]:
+    """``(key, value)`` pairs of a mapping or an iterable of pairs (``dict.update``): as
+    ``PyDict_Merge``, any object with a ``keys`` method is a mapping (``keys()`` then
+    ``obj[key]``: a ``collections.abc.Mapping`` written in Python is traced).  With
+    ``mapping_only`` (``f(**m)``) anything else is eager's TypeError."""
     if isinstance(other, DictVariable):
         return list(other.realize_items(tx).items())
-    if isinstance(other, DictViewVariable) and other.kind == "items":
+    if isinstance(other, DictViewVariable) and other.kind == "items" and not mapping_only:
         return list(other.dict_var.realize_items(tx).items())
+    if not other.is_tensor() and hasattr(other.python_type(), "keys") and other.has_attr(tx, "keys"):
+        keys = tx.make_iterator(other.var_getattr(tx, "keys").call_function(tx, [], {})).unpack(tx)
+        return [(key_of(k, tx), tx.subscript(other, k)) for k in keys]
+    if mapping_only:
+        raise observed(TypeError, f"argument after ** must be a mapping, not {other.python_type().__name__}")
     pairs = []
-    for item in other.unpack(tx):
-        k, v = item.unpack(tx)
-        pairs.append((key_of(k, tx), v))
+    for i, item in enumerate(tx.make_iterator(other).unpack(tx)):
+        kv = item.unpack(tx)
+        if len(kv) != 2:
+            raise observed(ValueError, f"dictionary update sequence element #{i} has length {len(kv)}; 2 is required")
+        pairs.append((key_of(kv[0], tx), kv[1]))
     return pairs
 
 
@@ -655,6 +684,10 @@ class DictViewVariable(VariableTracker):
 
 @register_builder(dict, collections.OrderedDict, collections.defaultdict, collections.Counter, exact=True)
 def _build_dict(tx, value: dict, source):
+    if type(value) is dict and _is_module_globals(value):
+        # a module's globals reached as a value (``g = globals()`` kept across a break):
+        # the tracker LOAD_GLOBAL/STORE_GLOBAL use, so their pending writes are one
+        return tx.output.globals_tracker(tx, value)
     if source is not None:
         tx.output.add_guard(source, GuardKind.TYPE_MATCH, type(value))
     factory = None
@@ -662,6 +695,12 @@ def _build_dict(tx, value: dict, source):
         factory = VariableTracker.build(tx, value.default_factory,
                                         AttrSource(source, "default_factory") if source is not None else None)
     return DictVariable(backing=value, source=source, user_cls=type(value), default_factory=factory)
+
+
+def _is_module_globals(value: dict) -> bool:
+    name = value.get("__name__")
+    module = sys.modules.get(name) if isinstance(name, str) else None
+    return module is not None and getattr(module, "__dict__", None) is value
 
 
 class GlobalsDictVariable(DictVariable):

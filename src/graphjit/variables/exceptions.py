@@ -11,7 +11,8 @@ import copy
 import types
 
 from ..exc import unsupported
-from .base import AttributeMutationNew, VariableTracker, builder_for, call_python, register_builder
+from .base import (AttributeMutationNew, MethodVariable, VariableTracker, builder_for, call_python,
+                   check_constant_args, register_builder)
 from ..diagnostics.describe import describe
 
 
@@ -40,7 +41,23 @@ class ExceptionVariable(VariableTracker):
         return self.exc
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
-        return VariableTracker.build(tx, call_python("getattr", getattr, self.exc, name))
+        attr = call_python("getattr", getattr, self.exc, name)
+        if isinstance(attr, types.BuiltinMethodType) and attr.__self__ is self.exc:
+            return MethodVariable(self, name)  # ``e.with_traceback``, ``e.add_note``
+        return VariableTracker.build(tx, attr)
+
+    def call_method(self, tx, name: str, args: list, kwargs: dict) -> VariableTracker:
+        """BaseException's methods: ``with_traceback(None)`` (as ``unittest`` stores a caught
+        exception) and the others with constant arguments, on the trace-time object."""
+        if name == "with_traceback" and len(args) == 1 and not kwargs:
+            if not (args[0].is_python_constant() and args[0].as_python_constant() is None):
+                raise unsupported("exception traceback", f"{self!r}.with_traceback(<traceback>)",
+                                  "Tracebacks of exceptions raised in compiled code are not modelled.")
+            self.exc.__traceback__ = None
+            return self
+        cargs, ckwargs = check_constant_args(f"{type(self.exc).__name__}.{name}", args, kwargs)
+        result = call_python(name, getattr(self.exc, name), *cargs, **ckwargs)
+        return self if result is self.exc else VariableTracker.build(tx, result)
 
     def has_attr(self, tx, name: str) -> bool:
         return hasattr(self.exc, name)

@@ -16,8 +16,8 @@ from typing import Any
 from ..exc import observed, unsupported
 from ..guards.guard import GuardKind
 from ..sources import AttrSource, ConstSource, GetItemSource
-from .base import AttributeMutationNew, ValueMutationNew, VariableTracker, call_python, register_builder
-from .dicts import DictVariable, items_of
+from .base import AttributeMutationNew, MethodVariable, ValueMutationNew, VariableTracker, call_python, register_builder
+from .dicts import MISSING, DictVariable, items_of
 from .sequences import TupleVariable
 
 
@@ -86,6 +86,12 @@ class UserFunctionVariable(VariableTracker):
         return tx.inline_user_function(self, args, kwargs)
 
 
+#: the attributes of a function that are descriptors of its type (not in its ``__dict__``)
+_FUNCTION_DESCRIPTORS = frozenset(
+    name for name, v in vars(types.FunctionType).items()
+    if hasattr(v, "__set__") or name in ("__doc__", "__module__"))
+
+
 class NestedUserFunctionVariable(UserFunctionVariable):
     """A function created by MAKE_FUNCTION while tracing (lambda, comprehension, closure).
 
@@ -100,8 +106,11 @@ class NestedUserFunctionVariable(UserFunctionVariable):
         self.qualname = qualname or code.co_qualname
         self.defaults, self.kwdefaults, self.closure = defaults, kwdefaults, closure
         self.trusted = False
-        #: attributes written in the trace (``functools.wraps``: ``__doc__``, ``__wrapped__``...)
+        #: descriptor attributes written in the trace (``functools.wraps``: ``__doc__``,
+        #: ``__module__``, ``__annotations__``)
         self.attrs: dict[str, VariableTracker] = {}
+        #: the function's ``__dict__``: every other attribute (``__wrapped__``...)
+        self.dict_var = DictVariable({})
 
     def _repr_body(self) -> str:
         return self.name
@@ -128,11 +137,21 @@ class NestedUserFunctionVariable(UserFunctionVariable):
         return list(self.closure)
 
     def children(self) -> list[VariableTracker]:
-        return [*self.defaults, *self.kwdefaults.values(), *self.closure, *self.attrs.values()]
+        return [*self.defaults, *self.kwdefaults.values(), *self.closure, *self.attrs.values(),
+                self.dict_var]
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
         if name in self.attrs:
             return self.attrs[name]
+        if name == "__dict__":
+            return self.dict_var
+        if name == "__annotations__":  # made (empty) when first read, as CPython does
+            self.attrs[name] = DictVariable({})
+            return self.attrs[name]
+        if name not in _FUNCTION_DESCRIPTORS:
+            found = self.dict_var.lookup(tx, name)
+            if found is not MISSING:
+                return found
         if name in ("__name__", "__qualname__"):
             return VariableTracker.build(tx, self.name if name == "__name__" else self.qualname)
         if name == "__code__":
@@ -142,13 +161,12 @@ class NestedUserFunctionVariable(UserFunctionVariable):
         if name == "__doc__":
             doc = self.code.co_consts[0] if self.code.co_consts and isinstance(self.code.co_consts[0], str) else None
             return VariableTracker.build(tx, doc)
-        if name == "__dict__":
-            raise unsupported("attribute of a nested function", f"{self.name}.__dict__")
         raise observed(AttributeError, f"'function' object has no attribute '{name}'")
 
     def has_attr(self, tx, name: str) -> bool:
         return name in self.attrs or name in ("__name__", "__qualname__", "__code__", "__module__",
-                                               "__doc__", "__dict__", "__defaults__", "__kwdefaults__")
+                                               "__doc__", "__dict__", "__defaults__", "__kwdefaults__") \
+            or self.dict_var.lookup(tx, name) is not MISSING
 
     def store_attr(self, tx, name: str, value: VariableTracker) -> None:
         """A write to a function made in the trace: kept, and applied when it is rebuilt
@@ -163,7 +181,10 @@ class NestedUserFunctionVariable(UserFunctionVariable):
             else:
                 self.qualname = value.as_python_constant()
             return
-        self.attrs[name] = value
+        if name in _FUNCTION_DESCRIPTORS:
+            self.attrs[name] = value
+        else:
+            self.dict_var.call_method(tx, "__setitem__", [VariableTracker.build(tx, name), value], {})
 
     def reconstruct(self, cg) -> None:
         """``types.FunctionType(code, globals, name, defaults, closure)`` (+ keyword
@@ -194,7 +215,9 @@ class NestedUserFunctionVariable(UserFunctionVariable):
             cg.load_const(self.qualname)
             cg.swap(2)
             cg.store_attr("__qualname__")
-        for name, value in self.attrs.items():
+        for name, value in [*self.attrs.items(), *self.dict_var._items.items()]:
+            if not isinstance(name, str):
+                raise unsupported("function attribute with a non-string name", repr(name))
             cg.dup_top()
             cg.reconstruct(value)
             cg.swap(2)
@@ -390,12 +413,15 @@ class PartialVariable(VariableTracker):
     ``p.keywords`` in the trace are seen by later calls of ``p``."""
 
     def __init__(self, func: VariableTracker, args: list, keywords: dict,
-                 keywords_var: VariableTracker | None = None, **kwargs) -> None:
+                 keywords_var: VariableTracker | None = None, dict_var: VariableTracker | None = None,
+                 **kwargs) -> None:
         if kwargs.get("source") is None:
             kwargs.setdefault("mutation_type", ValueMutationNew())
         super().__init__(**kwargs)
         self.func, self.args, self.keywords = func, list(args), dict(keywords)
         self.keywords_var = keywords_var
+        #: the partial's ``__dict__`` (its own attributes), made when first used
+        self.dict_var = dict_var
 
     def _repr_body(self) -> str:
         return f"partial({self.func!r}, {len(self.args)} args, {sorted(self.keywords)})"
@@ -408,7 +434,12 @@ class PartialVariable(VariableTracker):
 
     def children(self) -> list[VariableTracker]:
         kw = [self.keywords_var] if self.keywords_var is not None else list(self.keywords.values())
-        return [self.func, *self.args, *kw]
+        return [self.func, *self.args, *kw, *([self.dict_var] if self.dict_var is not None else [])]
+
+    def _instance_dict(self, tx) -> VariableTracker:
+        if self.dict_var is None:
+            self.dict_var = DictVariable({})  # (an existing partial's is built with it)
+        return self.dict_var
 
     def current_keywords(self, tx) -> dict:
         if self.keywords_var is None:
@@ -427,8 +458,39 @@ class PartialVariable(VariableTracker):
             if self.keywords_var is None:  # a new partial's: a dict of its own, from now on
                 self.keywords_var = DictVariable(dict(self.keywords))
             return self.keywords_var
-        raise unsupported("partial attribute", f"partial.{name}",
-                          "Only a partial's func, args and keywords are read while tracing.")
+        if name == "__dict__":
+            return self._instance_dict(tx)
+        if name == "__class__":
+            return VariableTracker.build(tx, functools.partial)
+        found = self._instance_dict(tx).lookup(tx, name)
+        if found is not MISSING:
+            return found
+        owner = next((k for k in functools.partial.__mro__ if name in k.__dict__), None)
+        attr = MISSING if owner is None else getattr(functools.partial, name)  # (not the metaclass's)
+        if attr is MISSING:
+            raise observed(AttributeError, f"'functools.partial' object has no attribute '{name}'")
+        if callable(attr) and not isinstance(attr, type):
+            return MethodVariable(self, name)  # ``p.__call__``, ``p.__reduce__``...
+        return VariableTracker.build(tx, attr)  # ``__doc__``, ``__module__`` of the class
+
+    def call_method(self, tx, name: str, args: list, kwargs: dict) -> VariableTracker:
+        if name == "__call__":
+            return self.call_function(tx, args, kwargs)
+        raise unsupported("partial method", f"partial.{name}")
+
+    def store_attr(self, tx, name: str, value: VariableTracker) -> None:
+        """``p.name = v``: partial's own slots are read-only; anything else goes to its
+        ``__dict__``."""
+        if name in ("func", "args", "keywords"):
+            raise observed(AttributeError, "readonly attribute")
+        if name == "__dict__":
+            raise unsupported("partial __dict__ assignment", "p.__dict__ = ...")
+        self._instance_dict(tx).call_method(tx, "__setitem__", [VariableTracker.build(tx, name), value], {})
+
+    def del_attr(self, tx, name: str) -> None:
+        if name in ("func", "args", "keywords"):
+            raise observed(AttributeError, "readonly attribute")
+        self._instance_dict(tx).call_method(tx, "__delitem__", [VariableTracker.build(tx, name)], {})
 
     def reconstruct(self, cg) -> None:
         if self.source is not None:
@@ -443,18 +505,24 @@ class PartialVariable(VariableTracker):
         for value in keywords.values():
             cg.reconstruct(value)
         cg.call(1 + len(self.args) + len(keywords), tuple(keywords))
+        for name, value in (self.dict_var.realize_items(None) if self.dict_var is not None else {}).items():
+            cg.dup_top()
+            cg.reconstruct(value)
+            cg.swap(2)
+            cg.store_attr(name)
 
 
 @register_builder(functools.partial, exact=True)
 def _build_partial(tx, value: functools.partial, source):
     """An existing partial: its parts read through ``.func``/``.args`` (the argument count
     guarded) and its ``.keywords`` dict."""
-    if source is None or value.__dict__:
-        raise unsupported("partial object", "a partial without a source, or with attributes")
+    if source is None:
+        raise unsupported("partial object", "a partial without a source")
     tx.output.add_guard(source, GuardKind.TYPE_MATCH, functools.partial)
     args_src = AttrSource(source, "args")
     tx.output.add_guard(args_src, GuardKind.LENGTH_CHECK, value.args)
     func = VariableTracker.build(tx, value.func, AttrSource(source, "func"))
     args = [VariableTracker.build(tx, a, GetItemSource(args_src, i)) for i, a in enumerate(value.args)]
     keywords_var = VariableTracker.build(tx, value.keywords, AttrSource(source, "keywords"))
-    return PartialVariable(func, args, {}, keywords_var, source=source)
+    dict_var = VariableTracker.build(tx, value.__dict__, AttrSource(source, "__dict__"))
+    return PartialVariable(func, args, {}, keywords_var, dict_var, source=source)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import torch
 
-from ..exc import unsupported
+from ..exc import ObservedException, unsupported
 from ..guards.guard import GuardKind
 from ..sources import AttrSource
 from .base import VariableTracker, register_builder
@@ -51,6 +51,18 @@ class GradModeVariable(VariableTracker):
             return VariableTracker.build(tx, torch.enable_grad if self.target else torch.no_grad)
         return super().var_getattr(tx, name)
 
+    def call_function(self, tx, args, kwargs) -> VariableTracker:
+        """``no_grad()(f)``, ``set_grad_enabled(b)(f)``: the manager as a decorator
+        (``_DecoratorContextManager.__call__``) wraps ``f`` so that each call runs in this
+        mode; ``set_grad_enabled``'s ``__call__`` first restores the mode its construction
+        switched."""
+        if len(args) != 1 or kwargs:
+            return super().call_function(tx, args, kwargs)
+        if self.entered:
+            self.exit(tx)
+            self.entered = False
+        return GradModeWrappedVariable(self.target, args[0])
+
     def enter(self, tx) -> VariableTracker:
         if self.entered:
             return ConstantVariable(None)
@@ -61,6 +73,66 @@ class GradModeVariable(VariableTracker):
     def exit(self, tx) -> VariableTracker:
         _set_grad(tx, self.previous)
         return ConstantVariable(None)
+
+
+class GradModeWrappedVariable(VariableTracker):
+    """A function decorated by a grad-mode manager (``@torch.no_grad()``, ``no_grad(f)``,
+    ``set_grad_enabled(b)(f)``): a call enters the mode, calls the function and leaves the
+    mode, as torch's ``context_decorator`` wrapper does; its attributes are the function's
+    (``functools.wraps``).  Rebuilt as ``no_grad()(f)``/``enable_grad()(f)`` if it escapes."""
+
+    def __init__(self, target: bool, fn: VariableTracker, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.target, self.fn = target, fn
+
+    def _repr_body(self) -> str:
+        return f"grad_enabled={self.target}, {self.fn!r}"
+
+    def python_type(self) -> type:
+        return type(lambda: None)
+
+    def children(self) -> list[VariableTracker]:
+        return [self.fn]
+
+    def call_function(self, tx, args, kwargs) -> VariableTracker:
+        code = getattr(self.fn, "get_code", None)
+        if code is not None and code().co_flags & 0x20:  # torch wraps generator functions apart
+            raise unsupported("grad-mode decorator on a generator function", repr(self.fn))
+        ctx = GradModeVariable(self.target)
+        ctx.enter(tx)
+        try:
+            result = self.fn.call_function(tx, args, kwargs)
+        except ObservedException:
+            ctx.exit(tx)
+            raise
+        ctx.exit(tx)
+        return result
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        if name == "__wrapped__":
+            return self.fn
+        return self.fn.var_getattr(tx, name)
+
+    def reconstruct(self, cg) -> None:
+        cg.push_null()
+        cg.load_const(grad_mode_decorated)
+        cg.load_const(self.target)
+        cg.reconstruct(self.fn)
+        cg.call(2)
+
+
+def grad_mode_decorated(target: bool, fn):
+    """``fn`` decorated by ``enable_grad()`` or ``no_grad()``, made where it escapes."""
+    return (torch.enable_grad if target else torch.no_grad)()(fn)
+
+
+grad_mode_decorated.__module__ = "graphjit_runtime"
+
+
+def set_grad_mode(tx, enabled: bool) -> None:
+    """Switch the traced grad mode (``torch._C._set_grad_enabled(b)``): a graph node, and
+    ``torch.is_grad_enabled()`` answers ``b`` from here on."""
+    _set_grad(tx, enabled)
 
 
 def _set_grad(tx, enabled: bool) -> None:

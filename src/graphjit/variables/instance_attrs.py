@@ -93,6 +93,32 @@ class InstanceAttrsMixin(metaclass=TrackerMeta):
         own ``__setattr__``, which the trace already ran) rather than ``STORE_ATTR``."""
         return proto.type_attr_raw(self.cls, "__setattr__") is not object.__setattr__
 
+    def set_class(self, tx, value: VariableTracker) -> None:
+        """``obj.__class__ = cls`` (``object_set_class``): ``cls`` must be a class whose
+        instance layout matches (checked as CPython does, on a bare instance of the current
+        class); from then on the object is an instance of ``cls`` in the trace, and for an
+        existing object the write is replayed."""
+        try:
+            new_cls = value.as_python_constant()
+        except Exception:
+            new_cls = None
+        if not isinstance(new_cls, type):
+            raise observed(TypeError, f"__class__ must be set to a class, not "
+                                      f"'{value.python_type().__name__}' object")
+        if self.cls.__new__ is not object.__new__ or getattr(self, "slot_values", None):
+            raise unsupported("__class__ assignment", f"{self.cls.__qualname__} -> {new_cls.__qualname__}",
+                              "Only instances of plain Python classes change class while tracing.")
+        probe = object.__new__(self.cls)
+        try:
+            probe.__class__ = new_cls  # eager's TypeError for an incompatible layout
+        except TypeError as e:
+            raise ObservedException(e.with_traceback(None)) from None
+        check_mutable(self, "__class__ assignment")
+        if not self.is_new:
+            tx.output.side_effects.attr_store(self, "__class__", value)
+        self.cls = new_cls
+        self.class_changed = True  # its class attributes are no longer guarded through it
+
     # slots and other C-level data descriptors
     def slot_get(self, tx, name: str) -> VariableTracker:
         value = self.slot_values.get(name, MISSING)

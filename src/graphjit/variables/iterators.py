@@ -39,6 +39,22 @@ class IteratorVariable(VariableTracker):
     def truthiness(self, tx) -> bool:
         return True
 
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        if name in ("__next__", "__iter__"):
+            return MethodVariable(self, name)
+        return super().var_getattr(tx, name)
+
+    def call_method(self, tx, name: str, args: list, kwargs: dict) -> VariableTracker:
+        """``it.__next__()`` and ``it.__iter__()`` of any iterator."""
+        if name == "__iter__" and not args and not kwargs:
+            return self
+        if name == "__next__" and not args and not kwargs:
+            item = self.next_item(tx)
+            if item is None:
+                raise observed(StopIteration)
+            return item
+        return super().call_method(tx, name, args, kwargs)
+
 
 class ListIteratorVariable(IteratorVariable):
     """An iterator over known items (tuples, lists, ranges, dict keys)."""
@@ -215,6 +231,20 @@ class GeneratorVariable(IteratorVariable):
         if self.escapes_as is not None:
             self._reconstruct_original(cg)
             return
+        if self.frame.exhausted and self.fn_var is not None and self._args_replayable():
+            # finished or closed: a fresh one, closed before it ran (nothing runs)
+            cg.push_null()
+            cg.load_const(closed_generator)
+            cg.reconstruct(self.fn_var)
+            for a in self.args:
+                cg.reconstruct(a)
+            cg.build(tuple, len(self.args))
+            for k, v in self.kwargs.items():
+                cg.load_const(k)
+                cg.reconstruct(v)
+            cg.build(dict, len(self.kwargs))
+            cg.call(3)
+            return
         replay = self.frame.started
         if self.fn_var is None or (replay and (self.advances is None or not self._args_replayable())):
             raise unsupported("generator escapes the graph", f"generator {self.name} is returned, "
@@ -300,6 +330,17 @@ def replay_generator(fn, args: tuple, kwargs: dict, advances: tuple):
 
 
 replay_generator.__module__ = "graphjit_runtime"
+
+
+def closed_generator(fn, args: tuple, kwargs: dict):
+    """A generator that finished or was closed in compiled code, where it escapes: a fresh
+    one closed before it started (its body does not run; ``next`` raises StopIteration)."""
+    gen = fn(*args, **kwargs)
+    gen.close()
+    return gen
+
+
+closed_generator.__module__ = "graphjit_runtime"
 
 _RANDOM_WORDS = ("rand", "dropout", "bernoulli", "normal", "multinomial", "uniform", "exponential",
                  "poisson", "geometric", "cauchy", "log_normal")
@@ -525,10 +566,105 @@ class ChainVariable(IteratorVariable):
         cg.call(len(parts))
 
 
+class ObjectIteratorVariable(IteratorVariable):
+    """An iterator that is a Python object: its class's ``__next__`` is traced at each step
+    and ``StopIteration`` ends it (``by_index``: the old sequence protocol, ``__getitem__``
+    with 0, 1, 2... until ``IndexError``).  The iterator is the object itself, so it is
+    what escapes."""
+
+    def __init__(self, obj: VariableTracker, by_index: bool = False, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.obj, self.by_index, self.index = obj, by_index, 0
+
+    def _repr_body(self) -> str:
+        return repr(self.obj)
+
+    def python_type(self) -> type:
+        return type(iter("")) if self.by_index else self.obj.python_type()
+
+    def children(self) -> list[VariableTracker]:
+        return [self.obj]
+
+    def next_item(self, tx) -> VariableTracker | None:
+        if self.index is None:
+            return None
+        try:
+            if self.by_index:
+                item = self.obj.call_method(tx, "__getitem__", [ConstantVariable(self.index)], {})
+                self.index += 1
+                return item
+            return self.obj.call_method(tx, "__next__", [], {})
+        except ObservedException as e:
+            if isinstance(e.exc, IndexError if self.by_index else StopIteration):
+                if self.by_index:
+                    self.index = None  # an exhausted sequence iterator stays exhausted
+                return None
+            raise
+
+    def call_method(self, tx, name: str, args: list, kwargs: dict) -> VariableTracker:
+        if self.by_index or (name in ("__iter__", "__next__") and not args and not kwargs):
+            return super().call_method(tx, name, args, kwargs)
+        return self.obj.call_method(tx, name, args, kwargs)
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        if self.by_index:
+            return super().var_getattr(tx, name)
+        return self.obj.var_getattr(tx, name)
+
+    def reconstruct(self, cg) -> None:
+        if self.by_index:
+            raise unsupported("sequence iterator escapes the graph", repr(self.obj))
+        cg.reconstruct(self.obj)
+
+
+class ExistingIteratorVariable(IteratorVariable):
+    """An iterator of a C type (a generator, ``enumerate``, ``zip``, ``map``, a list
+    iterator...) that existed before the compiled frame: ``iter()`` of it is the object
+    itself (CPython's ``PyObject_SelfIter``), so ``enumerate(it)``, ``zip(it, ...)`` and a
+    ``for`` loop over it are made in the trace without reading it.  Its items exist only
+    when the code runs: taking one is a graph break (inside a loop the rest of the frame
+    runs in Python, its calls compiled).  Nothing is consumed while tracing; what escapes
+    is the object itself."""
+
+    def __init__(self, obj: VariableTracker, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.obj = obj
+
+    def _repr_body(self) -> str:
+        return repr(self.obj)
+
+    def python_type(self) -> type:
+        return self.obj.python_type()
+
+    def children(self) -> list[VariableTracker]:
+        return [self.obj]
+
+    def next_item(self, tx) -> VariableTracker | None:
+        name = self.python_type().__name__
+        raise unsupported("next() of an iterator made before the compiled frame",
+                          f"{name} object",
+                          f"The {name}'s items are produced only when the code runs (taking "
+                          "one runs the Python that makes it); the step runs in Python.")
+
+    def reconstruct(self, cg) -> None:
+        cg.reconstruct(self.obj)
+
+
+def is_self_iterator_class(cls: type) -> bool:
+    """True for a class whose ``__iter__`` and ``__next__`` are C slots: CPython's iterator
+    types, whose ``__iter__`` returns the object itself."""
+    it, nxt = getattr(cls, "__iter__", None), getattr(cls, "__next__", None)
+    c_slot = (types.WrapperDescriptorType, types.MethodDescriptorType)
+    return isinstance(it, c_slot) and isinstance(nxt, c_slot)
+
+
 def make_iterator(tx, value: VariableTracker) -> VariableTracker:
     """``iter(value)``."""
     if isinstance(value, IteratorVariable):
         return value
+    own = getattr(value, "get_iterator", None)  # objects with a Python iteration protocol
+    if own is not None:
+        return own(tx)
     if isinstance(value, ListVariable):
         value.items  # the list is consumed: realize (and guard) it
         return ListIteratorVariable(live=value)

@@ -180,25 +180,69 @@ class NNModuleVariable(UserObjectVariable):
                               "the call runs in Python.")
 
     def store_attr(self, tx, name: str, value: VariableTracker) -> None:
+        """``Module.__setattr__``: a parameter, a submodule, ``None`` or a tensor for a
+        registered name goes to its registry (a logged write to ``_parameters``,
+        ``_modules`` or ``_buffers``, replayed after the graph; later reads in the trace
+        see it), the name leaving the other registries and the instance ``__dict__``; a
+        value of the wrong kind for a registered name is eager's ``TypeError``; anything
+        else is an instance attribute."""
         self._check_not_overridden(tx, name)
         if proto.type_attr_raw(self.cls, "__setattr__") is not torch.nn.Module.__setattr__:
             return super().store_attr(tx, name, value)
-        d = self.value.__dict__
-        vtype = value.python_type() if not value.is_tensor() else torch.Tensor
-        if self.source is not None and name in d.get("_buffers", ()) and vtype is torch.Tensor \
-                and not isinstance(getattr(value, "example_value", None), torch.nn.Parameter):
-            # Module.__setattr__ of a registered buffer name: the registry entry is replaced
-            # (a logged write to ``_buffers``, replayed after the graph)
-            registry = self.instance_dict(tx).lookup(tx, "_buffers")
-            if isinstance(registry, DictVariable):
-                self.instance_dict(tx).lookup(tx, name)  # an instance attribute would shadow it
-                registry.setitem_key(tx, name, value)
-                return
-        if issubclass(vtype, (torch.nn.Parameter, torch.nn.Module)) or any(
-                name in d.get(kind, ()) for kind in ("_parameters", "_buffers", "_modules")):
-            raise unsupported("assigning a parameter, buffer or submodule", f"{self._hint(name)} = ...",
-                              "Module.__setattr__ updates the module's registries; this runs in Python.")
-        proto.generic_setattr(tx, self, name, value)
+        if self.source is None:
+            raise unsupported("assigning to a module without a source", f"{self._hint(name)} = ...")
+        regs = {kind: self._registry(tx, kind) for kind in ("_parameters", "_modules", "_buffers")}
+        none = value.is_python_constant() and value.as_python_constant() is None
+        vtype = torch.Tensor if value.is_tensor() else value.python_type()
+        is_param = value.is_tensor() and issubclass(vtype, torch.nn.Parameter)
+        is_module = isinstance(vtype, type) and issubclass(vtype, torch.nn.Module)
+        if is_param or (not is_module and self._registered(tx, regs, "_parameters", name)):
+            if not (is_param or none):
+                raise observed(TypeError, f"cannot assign '{_typename(value)}' as parameter '{name}' "
+                                          "(torch.nn.Parameter or None expected)")
+            self._register(tx, regs, "_parameters", name, value, "_global_parameter_registration_hooks")
+        elif is_module or self._registered(tx, regs, "_modules", name):
+            if not (is_module or none):
+                raise observed(TypeError, f"cannot assign '{_typename(value)}' as child module '{name}' "
+                                          "(torch.nn.Module or None expected)")
+            self._register(tx, regs, "_modules", name, value, "_global_module_registration_hooks")
+        elif self._registered(tx, regs, "_buffers", name):
+            if not (none or value.is_tensor()):
+                raise observed(TypeError, f"cannot assign '{_typename(value)}' as buffer '{name}' "
+                                          "(torch.Tensor or None expected)")
+            if not none and issubclass(vtype, torch.nn.Parameter):
+                raise unsupported("assigning a parameter to a buffer name", self._hint(name))
+            self._register(tx, regs, "_buffers", name, value, "_global_buffer_registration_hooks",
+                           remove_others=False)
+        else:
+            proto.generic_setattr(tx, self, name, value)
+
+    def _registry(self, tx, kind: str) -> VariableTracker | None:
+        registry = self.instance_dict(tx).lookup(tx, kind)
+        return registry if isinstance(registry, DictVariable) else None
+
+    @staticmethod
+    def _registered(tx, regs: dict, kind: str, name: str) -> bool:
+        registry = regs.get(kind)
+        return registry is not None and registry.lookup(tx, name) is not MISSING
+
+    def _register(self, tx, regs: dict, kind: str, name: str, value: VariableTracker, hooks: str,
+                  remove_others: bool = True) -> None:
+        """``registry[name] = value`` as ``Module.__setattr__`` does it (``remove_from`` the
+        instance dict and the other registries first; the global registration hooks, which
+        would run, guarded empty)."""
+        if regs.get(kind) is None:
+            raise unsupported("module registry missing", f"{self._hint(name)} ({kind})")
+        tx.output.add_guard(AttrSource(_MODULE_GLOBALS, hooks), GuardKind.EMPTY)
+        if remove_others:
+            if self.instance_dict(tx).lookup(tx, name) is not MISSING:
+                self.instance_dict(tx).call_method(tx, "__delitem__", [ConstantVariable(name)], {})
+            for other in ("_parameters", "_buffers", "_modules"):
+                if other != kind and self._registered(tx, regs, other, name):
+                    regs[other].call_method(tx, "__delitem__", [ConstantVariable(name)], {})
+            if name in self.value.__dict__.get("_non_persistent_buffers_set", ()):
+                raise unsupported("replacing a non-persistent buffer", self._hint(name))
+        regs[kind].setitem_key(tx, name, value)
 
     def del_attr(self, tx, name: str) -> None:
         self._check_not_overridden(tx, name)
@@ -263,16 +307,30 @@ class NNModuleVariable(UserObjectVariable):
         prefix = bound.arguments.get("prefix", "")
         recurse = bound.arguments.get("recurse", True)
         dedupe = bound.arguments.get("remove_duplicate", True)
-        seen: set[int] = set()
+        seen: set = set()
         items: list[VariableTracker] = []
         for path, module, src in _walk_modules(tx, self.value, self.source, prefix, recurse, dedupe):
-            table = module.__dict__[kind]
-            tx.output.add_guard(AttrSource(src, kind), GuardKind.DICT_KEYS, table)
-            for key, value in table.items():
-                if value is None or (dedupe and id(value) in seen):
+            pending = _pending_registry(tx, module, src, kind)
+            if pending is not None:  # written in this trace (register_buffer...): its items now
+                entries = [(k, None, v) for k, v in pending.realize_items(tx).items()]
+            else:
+                table = module.__dict__[kind]
+                tx.output.add_guard(AttrSource(src, kind), GuardKind.DICT_KEYS, table)
+                entries = [(k, v, None) for k, v in table.items()]
+            for key, value, var in entries:
+                if var is not None:
+                    if var.is_python_constant() and var.as_python_constant() is None:
+                        continue
+                    ident = var.identity() if hasattr(var, "identity") else var
+                else:
+                    if value is None:
+                        continue
+                    ident = value
+                if dedupe and id(ident) in seen:
                     continue
-                seen.add(id(value))
-                var = _member(tx, value, src, kind, key, f"{src.display()}_{key}", self.specialized)
+                seen.add(id(ident))
+                if var is None:
+                    var = _member(tx, value, src, kind, key, f"{src.display()}_{key}", self.specialized)
                 items.append(TupleVariable([ConstantVariable(path + ("." if path else "") + key), var])
                              if named else var)
         return ListIteratorVariable(items, origin=TupleVariable(items))
@@ -442,6 +500,14 @@ _MEMBER_METHODS = {"parameters": ("_parameters", False), "named_parameters": ("_
                    "buffers": ("_buffers", False), "named_buffers": ("_buffers", True)}
 
 
+def _typename(value: VariableTracker) -> str:
+    """``torch.typename`` of what the tracker stands for (eager's error messages)."""
+    if value.is_python_constant():
+        return torch.typename(value.as_python_constant())
+    t = value.python_type()
+    return torch.typename(t) if t is not torch.Tensor else "torch.FloatTensor"
+
+
 def _member(tx, value, src, kind: str, name: str, hint: str, specialized: bool = True) -> VariableTracker:
     """A parameter or buffer ``name`` of the module at ``src`` (``kind``: its registry):
     a parameter of a specialized module is a graph attribute guarded by identity; a
@@ -460,6 +526,15 @@ def _member(tx, value, src, kind: str, name: str, hint: str, specialized: bool =
     return tx.output.get_attr_tensor(value, hint, None, origin=item_src)
 
 
+def _pending_registry(tx, module, src, kind: str) -> DictVariable | None:
+    """The tracker of ``module``'s registry ``kind`` if this trace wrote to it
+    (``register_buffer``, a submodule assigned), else ``None`` (the real dict is read)."""
+    known = tx.output.side_effects.known_tracker(module.__dict__.get(kind))
+    if isinstance(known, DictVariable) and known.written:
+        return known
+    return None
+
+
 def _walk_modules(tx, module, src, prefix: str, recurse: bool, dedupe: bool):
     """``(path, module, source)`` as ``Module.named_modules`` visits them (just the
     module without ``recurse``), each ``_modules`` dict guarded by its keys."""
@@ -473,6 +548,15 @@ def _walk_modules(tx, module, src, prefix: str, recurse: bool, dedupe: bool):
             return
         memo.add(id(m))
         yield path, m, m_src
+        pending = _pending_registry(tx, m, m_src, "_modules")
+        if pending is not None:  # a submodule assigned in this trace
+            for name, var in pending.realize_items(tx).items():
+                if var.is_python_constant() and var.as_python_constant() is None:
+                    continue
+                if not isinstance(var, NNModuleVariable) or var.source is None:
+                    raise unsupported("listing a module made in the trace", f"{m_src.display()}.{name}")
+                yield from visit(var.value, var.source, path + ("." if path else "") + name)
+            return
         tx.output.add_guard(AttrSource(m_src, "_modules"), GuardKind.DICT_KEYS, m._modules)
         for name, child in m._modules.items():
             if child is None:

@@ -216,7 +216,7 @@ def class_attr_get(tx, obj, name: str, found: TypeAttr) -> VariableTracker:
             return UserMethodVariable(var, obj)
         return var
     raw, cls = found.raw, obj.python_type()
-    attr_src = obj.attr_source(name)
+    attr_src = obj.attr_source(name) if not getattr(obj, "class_changed", False) else None
     if attr_src is not None and obj.has_instance_dict() and name in obj.instance_dict(tx).written:
         # the instance's own value was deleted in this trace: ``obj.name`` re-read now
         # would still find it, so the class attribute is read through the class
@@ -226,6 +226,10 @@ def class_attr_get(tx, obj, name: str, found: TypeAttr) -> VariableTracker:
             if obj.has_instance_dict() and attr_src is not None:
                 obj.instance_dict(tx).guard_contains(tx, name, False)
             return UserMethodVariable(VariableTracker.build(tx, raw), obj)
+        if obj.has_instance_dict() and attr_src is not None:
+            # ``obj.name.__func__`` alone would pass for another object's bound method
+            # stored on the instance (``m.forward = other.forward``): its absence is guarded
+            obj.instance_dict(tx).guard_contains(tx, name, False)
         src = AttrSource(attr_src, "__func__") if attr_src is not None else \
             AttrSource(class_source(tx, cls), name)
         return UserMethodVariable(VariableTracker.build(tx, raw, src), obj)
@@ -289,6 +293,11 @@ def _data_descriptor_write(tx, obj, name: str, found: TypeAttr, value: VariableT
         return
     if setting and name == "__dict__" and isinstance(raw, types.GetSetDescriptorType):
         obj.replace_instance_dict(tx, value)
+        return
+    if name == "__class__" and raw is object.__dict__["__class__"] and hasattr(obj, "set_class"):
+        if not setting:
+            raise observed(TypeError, "can't delete __class__ attribute")
+        obj.set_class(tx, value)
         return
     if isinstance(raw, (types.MemberDescriptorType, types.GetSetDescriptorType)):
         if setting:

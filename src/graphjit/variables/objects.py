@@ -37,13 +37,29 @@ from .base import (
     check_constant_args,
     register_builder,
 )
-from .constant import ConstantVariable, is_constant_value
+from .constant import FOLDED_CLASSES, ConstantVariable, is_constant_value
 from .dict_objects import DictObjectVariable
 from .dicts import DELETED, MISSING, DictVariable
 from .exceptions import ExceptionVariable
 from .functions import UserMethodVariable
 from .instance_attrs import InstanceAttrsMixin, InstanceDictVariable
 from ..diagnostics.describe import describe
+from .builtin_subclasses import (
+    SetObjectVariable,
+    TupleObjectVariable,
+    builtin_base,
+    instantiate_builtin_subclass,
+    make_mapping_proxy,
+    new_builtin_instance,
+    set_init,
+)
+from .iterators import (
+    ExistingIteratorVariable,
+    IteratorVariable,
+    ObjectIteratorVariable,
+    is_self_iterator_class,
+    make_iterator,
+)
 
 
 class UserObjectVariable(InstanceAttrsMixin, VariableTracker):
@@ -102,11 +118,27 @@ class UserObjectVariable(InstanceAttrsMixin, VariableTracker):
                 return bool(result.as_python_constant()) if dunder == "__len__" else result.truthiness(tx)
         return True
 
-    def unpack(self, tx) -> list[VariableTracker]:
-        if proto.type_attr_raw(self.cls, "__iter__") is MISSING:
+    def get_iterator(self, tx) -> VariableTracker:
+        """``iter(obj)`` as CPython's ``PyObject_GetIter``: the class's ``__iter__`` (its
+        result must have ``__next__``), else the sequence protocol (``__getitem__``)."""
+        raw = proto.type_attr_raw(self.cls, "__iter__")
+        if not self.is_new and is_self_iterator_class(self.cls):
+            return ExistingIteratorVariable(self)
+        if raw is MISSING or raw is None:
+            if raw is MISSING and proto.type_attr_raw(self.cls, "__getitem__") is not MISSING:
+                return ObjectIteratorVariable(self, by_index=True)
             raise observed(TypeError, f"'{self.cls.__name__}' object is not iterable")
         it = self.var_getattr(tx, "__iter__").call_function(tx, [], {})
-        return it.unpack(tx)
+        if isinstance(it, IteratorVariable):
+            return it
+        if isinstance(it, UserObjectVariable) and proto.type_attr_raw(it.cls, "__next__") is not MISSING:
+            return ObjectIteratorVariable(it)
+        if isinstance(it, UserObjectVariable) or it.is_python_constant():
+            raise observed(TypeError, f"iter() returned non-iterator of type '{it.python_type().__name__}'")
+        return make_iterator(tx, it)
+
+    def unpack(self, tx) -> list[VariableTracker]:
+        return self.get_iterator(tx).unpack(tx)
 
     def reconstruct(self, cg) -> None:
         if self.source is not None:
@@ -269,6 +301,14 @@ def instantiate(tx, cls_var: ClassVariable, args: list, kwargs: dict) -> Variabl
         return _make_exception(tx, cls_var, args, kwargs)
     if issubclass(cls, dict) and cls.__new__ is dict.__new__:
         return _make_dict(tx, cls, args, kwargs)
+    if cls is types.MappingProxyType:
+        return make_mapping_proxy(tx, args, kwargs)
+    base = builtin_base(cls)
+    if base is not None and cls.__new__ is base.__new__:
+        return instantiate_builtin_subclass(tx, cls, cls_var, args, kwargs)
+    if cls in FOLDED_CLASSES and all(a.is_python_constant() for a in [*args, *kwargs.values()]):
+        cargs, ckwargs = check_constant_args(cls.__qualname__, args, kwargs)
+        return VariableTracker.build(tx, call_python(f"{cls.__qualname__}()", cls, *cargs, **ckwargs))
     new = proto.type_attr_raw(cls, "__new__")
     if new is object.__new__:
         obj = new_object(tx, cls)
@@ -278,6 +318,14 @@ def instantiate(tx, cls_var: ClassVariable, args: list, kwargs: dict) -> Variabl
     else:
         raise unsupported("class with a C-level __new__", f"{cls.__qualname__}(...)",
                           "Instances of classes with built-in bases are not created while tracing.")
+    if isinstance(obj, (TupleObjectVariable, SetObjectVariable)) and issubclass(obj.cls, cls):
+        # a Python __new__ made it through super().__new__: then __init__, as type.__call__
+        init = proto.type_attr_raw(obj.cls, "__init__")
+        if isinstance(init, types.FunctionType):
+            obj.var_getattr(tx, "__init__").call_function(tx, args, kwargs)
+        elif obj.base is set:
+            set_init(tx, obj, args)
+        return obj
     if isinstance(obj, UserObjectVariable) and issubclass(obj.cls, cls):
         init = proto.type_attr_raw(obj.cls, "__init__")
         if init is not object.__init__:
@@ -388,6 +436,16 @@ _ARGS_ONLY_EXCEPTIONS = frozenset({
 })
 
 
+def _const_class(var: VariableTracker) -> type:
+    try:
+        cls = var.as_python_constant()
+    except Exception:
+        cls = None
+    if not isinstance(cls, type):
+        raise unsupported("__new__ of a non-constant class", repr(var))
+    return cls
+
+
 class SuperBuiltinMethodVariable(VariableTracker):
     """A C-level method found through ``super()`` (``object.__init__``,
     ``object.__setattr__``, ``object.__new__``...): calls the object's generic version."""
@@ -400,8 +458,21 @@ class SuperBuiltinMethodVariable(VariableTracker):
         return f"{self.name} of {self.obj!r}"
 
     def call_function(self, tx, args, kwargs) -> VariableTracker:
+        owner = getattr(self.raw, "__objclass__", None) or getattr(self.raw, "__self__", None)
+        if self.name == "__new__" and owner in (tuple, set, frozenset) and args and not kwargs:
+            cls = _const_class(args[0])
+            if builtin_base(cls) is not owner:
+                raise unsupported("super().__new__ of another base", f"{owner.__name__}.__new__({cls!r})")
+            return new_builtin_instance(tx, cls, list(args[1:]))
         if self.name == "__new__":
             return tx.call_python_builtin(object.__new__, args, kwargs)
+        if isinstance(self.obj, (TupleObjectVariable, SetObjectVariable)) and owner is self.obj.base:
+            # ``super().__init__(items)``/``super().add(k)``... of a tuple or set subclass
+            if self.name == "__init__" and owner is set:
+                return set_init(tx, self.obj, list(args))
+            if self.name == "__init__":
+                return ConstantVariable(None)
+            return self.obj.container_method(tx, self.name, list(args), dict(kwargs))
         owner = getattr(self.raw, "__objclass__", None)
         if isinstance(self.obj, ExceptionVariable) and owner in _ARGS_ONLY_EXCEPTIONS and \
                 self.name == "__init__" and not kwargs:

@@ -23,11 +23,13 @@ from . import object_protocol as proto
 from .base import VariableTracker, call_python
 from .constant import ConstantVariable
 from .dicts import DictVariable, DictViewVariable, MISSING
+from .builtin_subclasses import MappingProxyVariable
 from .object_ids import ObjectIdVariable
 from .objects import UserObjectVariable
 from .random_values import PrologueValueVariable, derived_value
 from .sequences import BaseSequenceVariable, ListVariable, TupleVariable
 from .sets import SetVariable, other_keys
+from .view_sets import is_set_view, view_set_operation
 from .sym_node import SymNodeVariable, specialized, sym_binary_op, sym_unary_op
 from ..diagnostics.describe import describe
 
@@ -129,6 +131,9 @@ def _container_op(tx, op, left, right) -> VariableTracker:
             return ConstantVariable(not result.as_python_constant()) if result.is_python_constant() \
                 else unary_op(tx, operator.not_, result)
         return result
+    if (is_set_view(left) or is_set_view(right)) and op not in _SET_INPLACE and (
+            _set_like(left) or _set_like(right)):
+        return view_set_operation(tx, base_op, left, right)
     if _set_like(left) and _set_like(right):
         if isinstance(left, SetVariable) and op in _SET_INPLACE and not left.frozen:
             left.call_method(tx, _SET_INPLACE[op], [right], {})  # ``s |= t``: s itself
@@ -149,7 +154,12 @@ def _container_op(tx, op, left, right) -> VariableTracker:
                                                      right.as_python_constant()))
     if isinstance(left, BaseSequenceVariable) and isinstance(right, BaseSequenceVariable) and \
             op in (operator.lt, operator.le, operator.gt, operator.ge):
-        raise unsupported("ordering of sequences with non-constant items", f"{describe(left)} {_name(op)} {describe(right)}")
+        if (left.python_type() is list) != (right.python_type() is list):
+            symbol = {operator.lt: "<", operator.le: "<=", operator.gt: ">", operator.ge: ">="}[op]
+            raise observed(TypeError, f"'{symbol}' not supported between instances of "
+                                      f"'{left.python_type().__name__}' and '{right.python_type().__name__}'")
+        # item by item, as CPython compares (a tensor pair decides by its truth value)
+        return tx.inline_polyfill(poly.sequence_order, [left, right, VariableTracker.build(tx, op)])
     raise observed(TypeError, f"unsupported operand type(s) for {_name(op)}: "
                               f"'{left.python_type().__name__}' and '{right.python_type().__name__}'")
 
@@ -161,10 +171,12 @@ _SET_DUNDERS = {operator.or_: "__or__", operator.and_: "__and__", operator.sub: 
 
 
 def _set_like(var) -> bool:
-    return isinstance(var, SetVariable) or (isinstance(var, DictViewVariable) and var.kind == "keys")
+    return isinstance(var, SetVariable) or is_set_view(var)
 
 
 def _container_eq(tx, left, right) -> VariableTracker:
+    if (is_set_view(left) or is_set_view(right)) and _set_like(left) and _set_like(right):
+        return view_set_operation(tx, operator.eq, left, right)
     if _set_like(left) and _set_like(right):
         return ConstantVariable(other_keys(tx, left) == other_keys(tx, right))
     left, right = _as_sequence(left), _as_sequence(right)
@@ -247,6 +259,11 @@ def unary_op(tx, op: Callable, value: VariableTracker) -> VariableTracker:
     return VariableTracker.build(tx, call_python(_name(op), op, value.as_python_constant()))
 
 
+#: iterators without ``__contains__``: ``in`` consumes them
+_ITERATOR_TYPES = frozenset({types.GeneratorType, zip, map, filter, enumerate, reversed,
+                             type(iter([])), type(iter(())), type(iter(range(0)))})
+
+
 def contains(tx, container: VariableTracker, item: VariableTracker) -> VariableTracker:
     """``item in container`` (``CONTAINS_OP``)."""
     if container.is_tensor():
@@ -256,7 +273,13 @@ def contains(tx, container: VariableTracker, item: VariableTracker) -> VariableT
     if isinstance(container, UserObjectVariable):
         if proto.type_attr_raw(container.python_type(), "__contains__") is not MISSING:
             return container.var_getattr(tx, "__contains__").call_function(tx, [item], {})
-        return tx.inline_polyfill(poly.sequence_contains, [TupleVariable(container.unpack(tx)), item])
+        # no __contains__: CPython iterates (``__iter__``/``__next__`` or ``__getitem__``)
+        # and stops at the first match, so the polyfill iterates the object itself
+        return tx.inline_polyfill(poly.sequence_contains, [container, item])
+    if isinstance(container, MappingProxyVariable):
+        return container.call_method(tx, "__contains__", [item], {})
+    if container.python_type() in _ITERATOR_TYPES:  # a generator, zip, map...: consumed up to the match
+        return tx.inline_polyfill(poly.sequence_contains, [container, item])
     if container.is_python_constant() and item.is_python_constant():
         return ConstantVariable(call_python("in", operator.contains, container.as_python_constant(),
                                             item.as_python_constant()))

@@ -226,6 +226,13 @@ class ListVariable(BaseSequenceVariable):
             self.items.clear()
 
     def _extend(self, tx, other):
+        if not isinstance(other, BaseSequenceVariable) or isinstance(other, DequeVariable):
+            # CPython's list_extend takes lists and tuples whole; any other iterable is
+            # appended item by item, so a generator reading the list sees its new items
+            it = tx.make_iterator(other)
+            while (item := it.next_item(tx)) is not None:
+                self._append(tx, item)
+            return
         new = other.unpack(tx)
         self._mutate(tx, "extend")
         self.items.extend(new)
@@ -355,6 +362,12 @@ class DequeVariable(BaseSequenceVariable):
                 raise observed(IndexError, "pop from an empty deque")
             self._mutate(tx)
             return items.pop() if name == "pop" else items.pop(0)
+        if name in ("extend", "extendleft") and len(args) == 1 and args[0] is not self:
+            # deque_extend: one item at a time (a generator reading the deque sees each)
+            it = tx.make_iterator(args[0])
+            while (item := it.next_item(tx)) is not None:
+                self.call_method(tx, "append" if name == "extend" else "appendleft", [item], {})
+            return ConstantVariable(None)
         if name in ("append", "appendleft", "extend", "extendleft", "clear", "rotate"):
             new = args[0].unpack(tx) if name in ("extend", "extendleft") else None
             self._mutate(tx)

@@ -7,6 +7,8 @@ replayed after the graph in program order."""
 
 from __future__ import annotations
 
+import operator
+import types
 from typing import Any
 
 import torch
@@ -131,12 +133,26 @@ class SetVariable(VariableTracker):
             return self.apply(tx, "copy", [])
         if name == "__iter__":
             return tx.make_iterator(self)
+        if name in ("isdisjoint", "issuperset") and len(args) == 1 and \
+                not isinstance(args[0], SetVariable) and not args[0].is_python_constant():
+            # CPython iterates a non-set argument only up to the first answer-deciding
+            # item (a generator is left there)
+            it = tx.make_iterator(args[0])
+            while (item := it.next_item(tx)) is not None:
+                if (key_of(item, tx) in self.keys) == (name == "isdisjoint"):
+                    return ConstantVariable(False)
+            return ConstantVariable(True)
         if name in _SET_OPS and len(args) >= 1:
             return self.apply(tx, name, args)
         if name == "__reduce_ex__" and len(args) == 1:  # (copy.deepcopy of a set)
             return tx.inline_polyfill(poly_copy.object_reduce_ex, [self, args[0]])
         if name == "__reduce__" and not args:
             return tx.inline_polyfill(poly_copy.set_reduce, [self])
+        if all(a.is_python_constant() for a in args) and callable(getattr(self.keys, name, None)):
+            # arguments the method rejects (a missing one, an int for an iterable):
+            # the method itself on a copy raises eager's TypeError
+            call_python(f"{self.python_type().__name__}.{name}", getattr(type(self.keys)(self.keys), name),
+                        *[a.as_python_constant() for a in args])
         raise unsupported("unsupported set method", f"set.{name}")
 
     def apply(self, tx, name: str, args: list, frozen: bool | None = None) -> VariableTracker:
@@ -233,6 +249,9 @@ def replay_set(recipe, slots: tuple = ()):
     if steps[0][0] == "new":
         _, items, frozen = steps[0]
         s = (frozenset if frozen else set)(items)
+    elif steps[0][0] == "binop":  # an operator on dict views (view_sets)
+        _, name, left, right = steps[0]
+        s = getattr(operator, name)(replay_set(left), replay_set(right))
     else:
         _, name, base, args = steps[0]
         base = replay_set(base)
@@ -268,10 +287,20 @@ def other_keys(tx, var: VariableTracker) -> set:
     return {key_of(item, tx) for item in var.unpack(tx)}
 
 
+#: callables hashed by identity: members of a set guarded by equality (``fn in s``)
+_IDENTITY_HASHED = (types.FunctionType, types.BuiltinFunctionType, types.MethodDescriptorType,
+                    types.WrapperDescriptorType)
+
+
+def is_set_key(k) -> bool:
+    """A member a set tracker can hold: a constant, a class, or a function."""
+    return is_constant_value(k) or isinstance(k, (type, *_IDENTITY_HASHED))
+
+
 @register_builder(set, frozenset, exact=True)
 def _build_set(tx, value, source):
     frozen = type(value) is frozenset
-    if not all(is_constant_value(k) or isinstance(k, type) for k in value):
+    if not all(is_set_key(k) for k in value):
         raise unsupported("set of non-constants", f"{type(value).__name__} with {len(value)} items")
     if frozen and is_constant_value(value):
         if source is not None:

@@ -174,6 +174,8 @@ class TensorVariable(VariableTracker):
             return self._grad(tx)
         if name == "grad_fn":
             return self._grad_fn(tx)
+        if name == "data":  # a tensor sharing storage, outside autograd: detach's result
+            return self.call_method(tx, "detach", [], {})
         if callable(getattr(torch.Tensor, name, None)):
             return MethodVariable(self, name)
         raise unsupported("unsupported tensor attribute", f"Tensor.{name}")

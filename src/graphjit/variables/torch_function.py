@@ -18,7 +18,7 @@ from ..trace_rules import is_compiling as _graphjit_is_compiling
 from ..sources import FromNumpySource
 from .base import VariableTracker, call_python, register_builder_by_id
 from .constant import ConstantVariable
-from .grad_mode import GradModeVariable, InferenceModeVariable
+from .grad_mode import GradModeVariable, InferenceModeVariable, set_grad_mode
 from .numpy_values import constant_tensor
 from .sequences import TupleVariable
 from ..diagnostics.describe import describe
@@ -111,6 +111,9 @@ class TorchFunctionVariable(VariableTracker):
                 "This function acts outside the graph, so it runs in Python between graphs.")
         if fn in (torch.no_grad, torch.enable_grad) and not args and not kwargs:
             return GradModeVariable(fn is torch.enable_grad)
+        if fn in (torch.no_grad, torch.enable_grad) and len(args) == 1 and not kwargs:
+            # ``no_grad(f)``: the class called on a function decorates it
+            return GradModeVariable(fn is torch.enable_grad).call_function(tx, args, {})
         if fn in (torch.addcdiv, torch.addcmul) and len(args) == 3 and "value" in kwargs \
                 and args[0].is_tensor() and kwargs["value"].is_tensor():
             # ``torch.addcdiv(x, a, b, value=t)``: the method's rewrite of a tensor value
@@ -119,6 +122,9 @@ class TorchFunctionVariable(VariableTracker):
             mode = args[0] if args else kwargs.get("mode", ConstantVariable(True))
             if mode.is_python_constant() and isinstance(mode.as_python_constant(), bool):
                 return InferenceModeVariable(mode.as_python_constant())
+        if fn is torch._C._set_grad_enabled and len(args) == 1 and not kwargs and args[0].is_python_constant():
+            set_grad_mode(tx, bool(args[0].as_python_constant()))  # (a context manager's __enter__)
+            return ConstantVariable(None)
         if fn is torch.set_grad_enabled and len(args) == 1 and args[0].is_python_constant():
             ctx = GradModeVariable(bool(args[0].as_python_constant()))
             ctx.enter(tx)  # like torch.set_grad_enabled(b): the mode changes at the call
