@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import graphjit
+import graphjit.testing
 from graphjit.break_hints import HINTS, MEASURED
 from graphjit.diagnostics.describe import check_user_text, describe
 from graphjit.exc import InternalError, unsupported
@@ -58,7 +59,7 @@ def test_symbolic_float_is_named_not_shown_as_a_tracker():
     finally:
         graphjit.config.capture_scalar_outputs = old
     reasons = [r.reason for r in graphjit.stats()["break_reasons"]]
-    assert reasons == ["f-string of a non-constant: a symbolic float"], reasons
+    assert reasons == ["format() of a value computed only when the code runs: a symbolic float"], reasons
 
 
 def test_describe_values():

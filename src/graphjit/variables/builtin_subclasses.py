@@ -50,6 +50,7 @@ from .dicts import DELETED, MISSING, DictVariable, key_of
 from .instance_attrs import InstanceAttrsMixin
 from .sequences import TupleVariable
 from .sets import SetVariable
+from ..diagnostics.describe import describe
 
 _BASES = (tuple, set, frozenset)
 #: set methods that mutate (an existing instance's override could not be replayed)
@@ -177,7 +178,7 @@ class TupleObjectVariable(_ObjectPart, TupleVariable):
 
     def repr_items(self, tx) -> tuple:
         if not all(i.is_python_constant() for i in self.items):
-            raise unsupported("repr of a tuple subclass holding non-constants", repr(self))
+            raise unsupported("repr of a tuple subclass holding non-constants", describe(self))
         return tuple(i.as_python_constant() for i in self.items)
 
     def container_iterator(self, tx):
@@ -401,7 +402,7 @@ def make_mapping_proxy(tx, args: list, kwargs: dict) -> VariableTracker:
         raise observed(TypeError, "mappingproxy() takes exactly one argument")
     mapping = args[0]
     if not isinstance(mapping, (DictVariable, MappingProxyVariable)):
-        raise unsupported("mappingproxy of a non-dict", repr(mapping))
+        raise unsupported("mappingproxy of a non-dict", describe(mapping))
     return MappingProxyVariable(mapping)
 
 

@@ -51,7 +51,7 @@ class ExceptionVariable(VariableTracker):
         exception) and the others with constant arguments, on the trace-time object."""
         if name == "with_traceback" and len(args) == 1 and not kwargs:
             if not (args[0].is_python_constant() and args[0].as_python_constant() is None):
-                raise unsupported("exception traceback", f"{self!r}.with_traceback(<traceback>)",
+                raise unsupported("exception traceback", f"{describe(self)}.with_traceback(<traceback>)",
                                   "Tracebacks of exceptions raised in compiled code are not modelled.")
             self.exc.__traceback__ = None
             return self

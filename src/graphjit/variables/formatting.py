@@ -20,6 +20,7 @@ from .base import VariableTracker, call_python
 from .builtins import register
 from .constant import ConstantVariable
 from .dicts import MISSING
+from ..diagnostics.describe import describe
 
 
 def _string(result: VariableTracker, what: str) -> str:
@@ -45,7 +46,7 @@ def python_str(tx, value: VariableTracker, kind: str = "str") -> str:
     own = getattr(value, "python_repr", None)
     if own is not None:
         return own(tx)
-    raise unsupported(f"{kind}() of a value computed only when the code runs", repr(value),
+    raise unsupported(f"{kind}() of a value computed only when the code runs", describe(value),
                       "Its text is not known while tracing; the instruction runs in Python.")
 
 
@@ -62,7 +63,7 @@ def python_format(tx, value: VariableTracker, spec: str) -> str:
         if spec:
             raise observed(TypeError, f"unsupported format string passed to {cls.__name__}.__format__")
         return python_str(tx, value)
-    raise unsupported("format() of a value computed only when the code runs", repr(value))
+    raise unsupported("format() of a value computed only when the code runs", describe(value))
 
 
 def _one_value(args, kwargs) -> bool:

@@ -23,6 +23,7 @@ from ..guards.guard import GuardKind
 from ..sources import AttrSource
 from .base import VariableTracker, register_builder
 from .constant import ConstantVariable
+from ..diagnostics.describe import describe
 
 
 class GradModeVariable(VariableTracker):
@@ -97,7 +98,7 @@ class GradModeWrappedVariable(VariableTracker):
     def call_function(self, tx, args, kwargs) -> VariableTracker:
         code = getattr(self.fn, "get_code", None)
         if code is not None and code().co_flags & 0x20:  # torch wraps generator functions apart
-            raise unsupported("grad-mode decorator on a generator function", repr(self.fn))
+            raise unsupported("grad-mode decorator on a generator function", describe(self.fn))
         ctx = GradModeVariable(self.target)
         ctx.enter(tx)
         try:

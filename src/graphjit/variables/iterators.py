@@ -613,7 +613,7 @@ class ObjectIteratorVariable(IteratorVariable):
 
     def reconstruct(self, cg) -> None:
         if self.by_index:
-            raise unsupported("sequence iterator escapes the graph", repr(self.obj))
+            raise unsupported("sequence iterator escapes the graph", describe(self.obj))
         cg.reconstruct(self.obj)
 
 

@@ -28,6 +28,7 @@ from .constant import ConstantVariable, is_constant_value
 from .functions import NestedUserFunctionVariable, UserFunctionVariable, UserMethodVariable
 from .dicts import MISSING, DictVariable
 from .sequences import ListVariable, TupleVariable
+from ..diagnostics.describe import describe
 
 _ODICT_VIEWS = tuple({type(v) for d in ({}, collections.OrderedDict())
                       for v in (d.keys(), d.values(), d.items())})
@@ -144,7 +145,7 @@ def _to_var(tx, value: Any) -> VariableTracker:
         return DictVariable({k: _to_var(tx, v) for k, v in value.items()})
     if tx is None:  # (rebuilding where the object escapes: the defaults are constants)
         if not is_constant_value(value):
-            raise unsupported("BoundArguments escapes with a non-constant default", repr(value))
+            raise unsupported("BoundArguments escapes with a non-constant default", describe(value))
         return ConstantVariable(value)
     return VariableTracker.build(tx, value)
 

@@ -442,7 +442,7 @@ def _const_class(var: VariableTracker) -> type:
     except Exception:
         cls = None
     if not isinstance(cls, type):
-        raise unsupported("__new__ of a non-constant class", repr(var))
+        raise unsupported("__new__ of a non-constant class", describe(var))
     return cls
 
 

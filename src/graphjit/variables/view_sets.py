@@ -23,6 +23,7 @@ from .base import VariableTracker, call_python
 from .constant import ConstantVariable, is_constant_value
 from .dicts import DictViewVariable, key_of
 from .sets import SetVariable, recipe_arg
+from ..diagnostics.describe import describe
 
 #: the operators a view takes as a set, by the name a recipe records
 VIEW_SET_OPERATORS = {
@@ -42,14 +43,14 @@ def real_view(tx, view: DictViewVariable) -> Any:
     values as constants) in the dict's order."""
     items = view.dict_var.realize_items(tx)
     if not all(is_constant_value(k) or isinstance(k, type) for k in items):
-        raise unsupported("set operation on a view of non-constant keys", repr(view),
+        raise unsupported("set operation on a view of non-constant keys", describe(view),
                           "Tensor and object keys are hashed by identity when the code runs.")
     if view.kind == "keys":
         return dict.fromkeys(items).keys()
     values = {}
     for k, v in items.items():
         if not v.is_python_constant():
-            raise unsupported("set operation on an items view with non-constant values", repr(v),
+            raise unsupported("set operation on an items view with non-constant values", describe(v),
                               "The pairs of the view must be hashed as eager hashes them.")
         values[k] = v.as_python_constant()
     return values.items()
@@ -67,7 +68,7 @@ def _operand(tx, var: VariableTracker) -> tuple[Any, tuple]:
         return value, ("const", value)
     value = tuple(key_of(item, tx) for item in tx.make_iterator(var).unpack(tx))
     if not all(is_constant_value(k) or isinstance(k, type) for k in value):
-        raise unsupported("set operation of a view with non-constant items", repr(var))
+        raise unsupported("set operation of a view with non-constant items", describe(var))
     return value, ("const", value)
 
 
