@@ -23,3 +23,9 @@ capture_dynamic_output_shape_ops: bool = False
 #: ``Tensor.item()`` is traced as an unbacked symbolic number instead of graph-breaking
 #: (torch.compile's ``capture_scalar_outputs``; off by default, as there).
 capture_scalar_outputs: bool = False
+
+#: A module called inside ``DistributedDataParallel``'s forward is compiled as graphs split
+#: at DDP's gradient buckets (one backend call per bucket), so a bucket's all-reduce starts
+#: while the backward of the earlier layers runs (torch.compile's ``optimize_ddp``; on by
+#: default, as there).  Read when a graph is compiled.
+optimize_ddp: bool = True

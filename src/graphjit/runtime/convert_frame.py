@@ -23,6 +23,7 @@ from .. import config
 from ..backends.registry import eager as eager_backend
 from ..bytecode import assemble, format_code
 from ..diagnostics import logs
+from ..distributed import graph_compiler
 from ..diagnostics.format import graph_code, guards_text
 from ..exc import InternalError, RestartAnalysis, Unsupported
 from ..graph.breaks import BreakCodegen, break_values
@@ -249,7 +250,7 @@ def build_entry(fn, tx: InstructionTranslator, output: OutputGraph, global_state
     new_code = assemble(cg.instructions, code, **code_overrides(code, cg))
     for compiled in graphs:  # the code around the graph exists: now compile it
         try:
-            compile_graph(compiled, hooks.compiler_fn)
+            compile_graph(compiled, graph_compiler(hooks.compiler_fn))  # (split at DDP's buckets)
             compiled.fn = restoring_modes(compiled.gm, compiled.fn)
         except TensorifyScalarRestartAnalysis:  # the backend needs the floats specialized
             TensorifyState.clear()
