@@ -118,7 +118,7 @@ def split_compiler(compiler_fn: Callable, bucket_cap: int, first_bucket_cap: int
             return compiler_fn(gm, example_inputs)
         partition = {node: i for i, b in enumerate(buckets) for node in b.nodes}
         split = split_module(gm, None, partition.__getitem__, tuple_return=True)
-        _compile_pieces(split, gm, compiler_fn)
+        _compile_pieces(split, gm, example_inputs, compiler_fn)
         split.recompile()
         return split.forward
 
@@ -142,10 +142,16 @@ def _fake_mode() -> FakeTensorMode:
     return ctx.fake_mode if ctx is not None and ctx.fake_mode is not None else FakeTensorMode()
 
 
-def _compile_pieces(split: torch.fx.GraphModule, gm: torch.fx.GraphModule, compiler_fn: Callable) -> None:
+def _compile_pieces(split: torch.fx.GraphModule, gm: torch.fx.GraphModule, example_inputs: list,
+                    compiler_fn: Callable) -> None:
     """Compile each piece of ``split`` in order, on fake inputs (see the module docstring)."""
     fake_mode = _fake_mode()
-    inputs = {n.target: n.meta.get("example_value") for n in gm.graph.find_nodes(op="placeholder")}
+    inputs = {}
+    for node, real in zip(gm.graph.find_nodes(op="placeholder"), example_inputs, strict=True):
+        fake = node.meta.get("example_value")  # (the trace's: its sizes may be symbolic)
+        if fake is None and isinstance(real, torch.Tensor):
+            fake = fake_mode.from_tensor(real)
+        inputs[node.target] = real if fake is None else fake
     env: dict[torch.fx.Node, Any] = {}
     for node in split.graph.nodes:
         if node.op == "placeholder":

@@ -31,7 +31,7 @@ import torch.distributed.distributed_c10d as c10d
 from ..exc import unsupported
 from ..guards.guard import GuardKind
 from ..sources import AttrSource, ConstSource
-from ..variables.base import VariableTracker, register_builder_by_id
+from ..variables.base import VariableTracker, call_python, register_builder_by_id
 from ..variables.constant import ConstantVariable
 from ..variables.functions import UserFunctionVariable
 from .process_group import ProcessGroupVariable, reduce_op_name
@@ -106,7 +106,7 @@ BREAKS: dict[Callable, str] = {
 
 def world_group(tx) -> VariableTracker:
     """The default group as a tracker, guarded by identity (what ``group=None`` means)."""
-    pg = c10d._get_default_group()
+    pg = call_python("_get_default_group", c10d._get_default_group)  # (uninitialized: eager's error)
     source = AttrSource(ConstSource(c10d._world, "torch.distributed.distributed_c10d._world"), "_default_pg")
     return VariableTracker.build(tx, pg, source, realize=True)
 

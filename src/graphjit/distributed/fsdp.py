@@ -19,11 +19,11 @@ from torch.distributed.fsdp._fully_shard import _fsdp_common
 
 from ..trace_rules import Rule, register_library_rule
 
-# every function FSDP2 decorates with ``_dynamo_disable`` shares its wrapper's code
-_WRAPPER = _fsdp_common._dynamo_disable(lambda: None).__code__
-
+# every function FSDP2 decorates with ``_dynamo_disable`` (the pre- and post-forward hooks,
+# the backward ones) shares its wrapper's code.  (Importing FSDP2 costs nothing extra:
+# torch._dynamo, which graphjit imports, imports it.)
 register_library_rule(
-    _WRAPPER, Rule.DISABLE,
+    _fsdp_common._dynamo_disable(lambda: None).__code__, Rule.DISABLE,
     "FSDP2's hooks run in Python (all-gather before a sharded module's forward, reshard after)")
 
 __all__: list[str] = []
