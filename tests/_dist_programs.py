@@ -58,6 +58,16 @@ def ping(rank, world_size):
     return rank
 
 
+def fails_on_rank_0(rank, world_size, then_wait=False):
+    """Rank 0 raises; the others return (or wait for rank 0 in a collective: a hang the
+    world must end)."""
+    if rank == 0:
+        raise ValueError("rank 0 fails on purpose")
+    if then_wait:
+        dist.barrier()
+    return rank
+
+
 # -- models ----------------------------------------------------------------------------------
 
 class MLP(torch.nn.Module):
@@ -130,10 +140,10 @@ def ddp_graphs_torch_compile(rank, world_size, wrap="outer", cap_mb=1.0, layers=
 
 def ddp_train(rank, world_size, wrap="outer", backend="eager", cap_mb=1.0, layers=10, width=200,
               steps=3, optimize_ddp=True, model="mlp", find_unused=False, static_graph=False,
-              accumulate=0):
+              accumulate=0, batches=(4,)):
     """Train eager DDP and compiled DDP side by side; compare gradients and parameters
     after every step.  ``accumulate``: that many micro-batches under ``no_sync()`` before
-    each synchronized one."""
+    each synchronized one; ``batches``: the batch sizes, in turn."""
     graphjit.reset()
     old = graphjit.config.optimize_ddp
     graphjit.config.optimize_ddp = optimize_ddp
@@ -154,7 +164,7 @@ def ddp_train(rank, world_size, wrap="outer", backend="eager", cap_mb=1.0, layer
         for step in range(steps):
             use_b = model == "two_heads" and step % 2 == 1
             for micro in range(accumulate + 1):
-                x = _data(rank, 10 * step + micro, (4, width))
+                x = _data(rank, 10 * step + micro, (batches[step % len(batches)], width))
                 sync = micro == accumulate
                 for m, opt in ((eager, opt_e), (net, opt_c)):
                     ctx = contextlib.nullcontext() if sync else (m if m is eager else ddp).no_sync()
@@ -174,7 +184,8 @@ def ddp_train(rank, world_size, wrap="outer", backend="eager", cap_mb=1.0, layer
                 _close(pc, pe, f"step {step}: parameter {name}")
         stats = graphjit.stats()
         return {"graphs": counter.frame_count, "breaks": stats["graph_breaks"],
-                "break_reasons": [str(r.reason) for r in stats["break_reasons"]]}
+                "break_reasons": [str(r.reason) for r in stats["break_reasons"]],
+                "recompiles": stats["recompiles"]}
     finally:
         graphjit.config.optimize_ddp = old
 
@@ -402,3 +413,52 @@ def funcol_gradient(rank, world_size):
     graphjit.compile(fn, backend=counter, fullgraph=True)(w, x).backward()
     _close(w.grad, expected, "gradient")
     return counter.frame_count
+
+
+# -- a transformers model ----------------------------------------------------------------------
+
+def _gpt2(wrap: str, cap_mb: float):
+    import transformers  # (only the slow tests, which skip without transformers, run this)
+
+    torch.manual_seed(0)
+    cfg = transformers.GPT2Config(n_layer=4, n_embd=128, n_head=4, vocab_size=1000, n_positions=64,
+                                  resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0,
+                                  eos_token_id=0, attn_implementation="eager", use_cache=False)
+    model = transformers.GPT2LMHeadModel(cfg)
+    if wrap == "ddp":
+        return model, DDP(model, bucket_cap_mb=cap_mb)
+    for block in model.transformer.h:
+        fully_shard(block)
+    return model, fully_shard(model)
+
+
+def gpt2_train(rank, world_size, wrap="ddp", cap_mb=1.0, steps=2):
+    """transformers' GPT-2 (tied embeddings) under DDP or FSDP2: eager and graphjit side by
+    side, parameters compared after every AdamW step; graphjit's and torch.compile's
+    graph counts."""
+    graphjit.reset()
+    _, eager = _gpt2(wrap, cap_mb)
+    inner, wrapped = _gpt2(wrap, cap_mb)
+    counter = Counting()
+    net = graphjit.compile(wrapped, backend=counter)
+    opt_e = torch.optim.AdamW(eager.parameters(), lr=1e-3)
+    opt_c = torch.optim.AdamW(wrapped.parameters(), lr=1e-3)
+    for step in range(steps):
+        ids = torch.randint(0, 1000, (2, 16), generator=torch.Generator().manual_seed(10 * step + rank))
+        for m, opt in ((eager, opt_e), (net, opt_c)):
+            m(input_ids=ids, labels=ids).loss.backward()
+            opt.step()
+            opt.zero_grad()
+        for (name, pe), pc in zip(eager.named_parameters(), wrapped.parameters()):
+            if isinstance(pe, DTensor):
+                pe, pc = pe.to_local(), pc.to_local()
+            _close(pc, pe, f"step {step}: parameter {name}")
+    stats = graphjit.stats()
+    torch._dynamo.reset()
+    tc = Counting()
+    _, tc_wrapped = _gpt2(wrap, cap_mb)
+    ids = torch.randint(0, 1000, (2, 16), generator=torch.Generator().manual_seed(rank))
+    torch.compile(tc_wrapped, backend=tc)(input_ids=ids, labels=ids).loss.backward()
+    torch._dynamo.reset()
+    return {"graphs": counter.frame_count, "tc_graphs": tc.frame_count, "breaks": stats["graph_breaks"],
+            "reasons": [r.reason for r in stats["break_reasons"]], "recompiles": stats["recompiles"]}

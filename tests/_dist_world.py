@@ -31,8 +31,12 @@ import traceback
 
 import torch.multiprocessing as mp
 
-#: how long a collective waits for the other ranks before raising (the process group's)
-PG_TIMEOUT_S = 30
+#: how long a collective waits for the other ranks before raising (the process group's:
+#: long enough for one rank to compile with Inductor while the other waits)
+PG_TIMEOUT_S = 300
+#: once a rank has failed, how long the others may still take (they may be waiting for it
+#: in a collective): then the world is ended
+GRACE_S = 20
 
 
 def free_port() -> int:
@@ -121,10 +125,11 @@ class World:
             dead = [p for p in self._procs if not p.is_alive()]
             if left <= 0 or (dead and self._results.empty()):
                 why = (f"rank(s) exited with code {[p.exitcode for p in dead]}" if dead and left > 0
+                       else f"the other ranks did not finish within {GRACE_S} s" if errors
                        else f"timed out after {timeout:.0f} s")
                 self.close()
-                raise RankFailed(f"{ident}: {why}; finished ranks: {sorted(out)}, "
-                                 f"failed: {errors or 'none'}")
+                failed = "".join(f"\n--- rank {r} ---\n{tb}" for r, tb in sorted(errors.items()))
+                raise RankFailed(f"{ident}: {why}; finished ranks: {sorted(out)}{failed}")
             try:
                 rank, got, ok, value = self._results.get(timeout=min(left, 1.0))
             except queue.Empty:
@@ -132,6 +137,8 @@ class World:
             if got != ident:  # a reply to a program an earlier timeout gave up on
                 continue
             (out if ok else errors)[rank] = value
+            if not ok:
+                deadline = min(deadline, time.monotonic() + GRACE_S)
         if errors:
             raise RankFailed("\n".join(f"--- rank {r} ---\n{tb}" for r, tb in sorted(errors.items())))
         return [out[r] for r in range(self.nprocs)]

@@ -33,6 +33,8 @@ transformers, diffusers...)                                  (own cache entries)
 other ``nn.Module``\\ s                   call traced         call path run, ``forward``
                                                              compiled per instance
 builtins, C functions, classes           modelled or opaque  called as it is
+library rules (``distributed``: DDP's    break / inlined     intercepted copy / called
+forward, FSDP2's hooks)                                      as it is
 =======================================  ==================  ===========================
 
 The decisions that do not depend on the value's identity are kept per code object, so a

@@ -18,7 +18,8 @@ something).  A leading piece without parameters joins the next one.  One bucket:
 backend gets the graph itself.
 
 Compiling the pieces: each piece gets its inputs as fake tensors of the trace's fake mode
-(the symbolic sizes kept) and its own ``TracingContext``; the fake outputs a piece's
+(the symbolic sizes kept: a size symbol of an input becomes an input of its own, which
+the split graph's caller passes) and its own ``TracingContext``; the fake outputs a piece's
 compiled form gives (AOTAutograd's first call after compiling, with
 ``fakify_first_call``, returns the output metadata the compiled code will produce, so a
 layout the backend chose reaches the next piece) are the next pieces' example inputs.
@@ -30,6 +31,7 @@ import dataclasses
 import functools
 from typing import Any, Callable
 
+import sympy
 import torch
 import torch.fx
 from torch._guards import TracingContext, tracing
@@ -117,13 +119,43 @@ def split_compiler(compiler_fn: Callable, bucket_cap: int, first_bucket_cap: int
         if len(buckets) == 1:
             return compiler_fn(gm, example_inputs)
         partition = {node: i for i, b in enumerate(buckets) for node in b.nodes}
+        sizes = _bind_input_symbols(gm)
         split = split_module(gm, None, partition.__getitem__, tuple_return=True)
-        _compile_pieces(split, gm, example_inputs, compiler_fn)
+        examples = [*example_inputs, *(example_inputs[i].size(d) for i, d in sizes)]
+        _compile_pieces(split, gm, examples, compiler_fn)
         split.recompile()
-        return split.forward
+        if not sizes:
+            return split.forward
+        forward = split.forward
+        return lambda *args: forward(*args, *(args[i].size(d) for i, d in sizes))
 
     compile_split.__name__ = getattr(compiler_fn, "__name__", "backend")
     return compile_split
+
+
+def _bind_input_symbols(gm: torch.fx.GraphModule) -> list[tuple[int, int]]:
+    """A size placeholder, after the inputs, for each symbolic size of an input tensor
+    that no input binds (graphjit passes a dynamic tensor's sizes with the tensor;
+    ``split_module`` passes a symbol to the pieces through the placeholder that binds it).
+    Returns ``(input index, dimension)`` of each: the caller passes those sizes."""
+    placeholders = list(gm.graph.find_nodes(op="placeholder"))
+    bound = {val.node.expr for n in placeholders
+             if isinstance(val := n.meta.get("example_value"), (torch.SymInt, torch.SymFloat))}
+    added = []
+    last = placeholders[-1] if placeholders else None
+    for index, node in enumerate(placeholders):
+        fake = node.meta.get("example_value")
+        if not isinstance(fake, torch.Tensor):
+            continue
+        for dim, size in enumerate(fake.shape):
+            if isinstance(size, torch.SymInt) and isinstance(expr := size.node.expr, sympy.Symbol) \
+                    and expr not in bound:
+                bound.add(expr)
+                with gm.graph.inserting_after(last):
+                    last = gm.graph.placeholder(f"{node.target}_size_{dim}")
+                last.meta["example_value"] = size
+                added.append((index, dim))
+    return added
 
 
 class _Piece(torch.nn.Module):
