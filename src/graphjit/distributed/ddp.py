@@ -10,7 +10,8 @@ Contract.
   generic module entry, shared by every instance of its class).  Traced code that calls a
   DDP module breaks there with that reason, and the call runs the same way.  So
   ``graphjit.compile(DDP(model))`` and ``DDP(graphjit.compile(model))`` compile the same
-  ``forward`` (torch.compile skips DDP's frame the same way).
+  ``forward`` (torch.compile skips DDP's frame the same way).  Under ``fullgraph=True``
+  that break is an error: ``DDP(graphjit.compile(model, fullgraph=True))`` is the form.
 * A graph compiled while a DDP forward is active (``DDP._get_active_ddp_module()``, which
   ``_inside_ddp_forward`` sets around the wrapped module's call) is compiled by
   :func:`graph_compiler`'s backend: split at the gradient buckets (``buckets.py``) with
@@ -33,7 +34,8 @@ from .buckets import split_compiler
 
 register_library_rule(
     DistributedDataParallel.forward.__code__, Rule.SKIP_FRAME,
-    "DistributedDataParallel's forward runs in Python (its reducer bookkeeping); the module it wraps is compiled")
+    "DistributedDataParallel's forward runs in Python (its reducer bookkeeping); the module it wraps is "
+    "compiled (under fullgraph=True, compile that module: DDP(graphjit.compile(model, fullgraph=True)))")
 register_library_rule(
     DistributedDataParallel._run_ddp_forward.__code__, Rule.INTERCEPT,
     "DistributedDataParallel calls the module it wraps from here: that call is compiled")
