@@ -462,3 +462,27 @@ def gpt2_train(rank, world_size, wrap="ddp", cap_mb=1.0, steps=2):
     torch._dynamo.reset()
     return {"graphs": counter.frame_count, "tc_graphs": tc.frame_count, "breaks": stats["graph_breaks"],
             "reasons": [r.reason for r in stats["break_reasons"]], "recompiles": stats["recompiles"]}
+
+
+def c10d_on_grad_tensor(rank, world_size):
+    """An in-place collective on a tensor that requires grad: autograd does not see it in
+    eager (the gradient passes through unchanged); graphjit runs it in Python (a break), so
+    the gradient is eager's.  (torch.compile's rewrite differentiates the functional
+    all_reduce: its gradient is all-reduced too.)"""
+    def fn(x):
+        y = x * 2
+        dist.all_reduce(y)
+        return (y * 3).sum()
+
+    grads = {}
+    for name, compile_ in (("eager", lambda f: f), ("graphjit", lambda f: graphjit.compile(f, backend="eager")),
+                           ("torch.compile", lambda f: torch.compile(f, backend="eager"))):
+        graphjit.reset()
+        torch._dynamo.reset()
+        x = torch.ones(3, requires_grad=True)
+        compile_(fn)(x).backward()
+        grads[name] = x.grad.tolist()
+        if name == "graphjit":
+            breaks = [r.reason for r in graphjit.stats()["break_reasons"]]
+    torch._dynamo.reset()
+    return {"grads": grads, "breaks": breaks}

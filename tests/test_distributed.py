@@ -242,6 +242,13 @@ def test_async_collectives_and_barriers_break(world):
     assert "torch.distributed.barrier: a barrier" in out["with_barrier"]["reasons"][0]
 
 
+def test_c10d_collective_on_a_tensor_that_requires_grad_keeps_eagers_gradient(world):
+    out = same_on_all_ranks(run(world, "c10d_on_grad_tensor"))
+    assert out["grads"]["graphjit"] == out["grads"]["eager"] == [6.0] * 3, out
+    assert out["grads"]["torch.compile"] == [12.0] * 3  # (the recorded difference)
+    assert len(out["breaks"]) == 1 and out["breaks"][0].startswith("collective on a tensor that requires grad")
+
+
 def test_process_group_identity_is_guarded(world):
     out = same_on_all_ranks(run(world, "group_guard"))
     assert out == {"graphs_after_each_call": [1, 1, 2], "recompiles": 1}

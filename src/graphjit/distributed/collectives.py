@@ -17,7 +17,10 @@ and the graph stays functional apart from the explicit copy.
 
 What cannot be a graph node is a graph break with its reason (:data:`BREAKS`): a work
 handle (``async_op=True``), barriers, point-to-point messages, collectives with no
-functional form, and objects sent as pickles.
+functional form, and objects sent as pickles.  So is an in-place collective on a tensor
+that requires grad (with grad mode on): autograd does not record c10d's collectives, so
+eager's gradient passes through them unchanged, where a graph would differentiate the
+functional form (torch.compile does, and its gradients differ from eager's).
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ from ..sources import AttrSource, ConstSource
 from ..variables.base import VariableTracker, call_python, register_builder_by_id
 from ..variables.constant import ConstantVariable
 from ..variables.functions import UserFunctionVariable
+from ..variables.sequences import BaseSequenceVariable
+from ..variables.tensor import TensorVariable
 from .process_group import ProcessGroupVariable, reduce_op_name
 
 
@@ -151,6 +156,13 @@ class CollectiveVariable(VariableTracker):
                 "A work handle is a Python object the graph cannot return; the call runs in Python "
                 "between graphs.", ["Use async_op=False, or the functional collectives, which are "
                                     "graph nodes waited on with wait_tensor."])
+        if tx.output.grad_enabled and any(_requires_grad(values.get(p)) for p in params):
+            raise unsupported(
+                "collective on a tensor that requires grad", f"{name} of a tensor that requires grad",
+                "Autograd does not record c10d's collectives (eager's gradient passes through them "
+                "unchanged), while the functional form in a graph would be differentiated; the call "
+                "runs in Python between graphs, as in eager.",
+                ["Use the functional collectives to differentiate through a collective."])
         values["group"] = self._group(tx, name, values.get("group"))
         if "op" in params:
             values["op"] = ConstantVariable(reduce_op_name(_constant_value(values["op"], name, "op")))
@@ -180,6 +192,18 @@ class CollectiveVariable(VariableTracker):
         if group_src is not None:
             return group_src
         return c10d.get_group_rank(values["group"].realize().value, src)
+
+
+def _requires_grad(var: VariableTracker | None) -> bool:
+    """A tensor (or a list of tensors) of the call that requires grad."""
+    if var is None:
+        return False
+    var = var.realize()
+    if isinstance(var, TensorVariable):
+        return var.example_value.requires_grad
+    if isinstance(var, BaseSequenceVariable):
+        return any(_requires_grad(item) for item in var.items)
+    return False
 
 
 def _constant(var: VariableTracker | None) -> bool:
