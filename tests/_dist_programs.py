@@ -397,6 +397,34 @@ def group_guard(rank, world_size):
     return {"graphs_after_each_call": out, "recompiles": graphjit.stats()["recompiles"]}
 
 
+def broadcast_in_group(rank, world_size):
+    """``broadcast`` over a group that is not the default one: ``src`` is a global rank,
+    translated into the group's rank at trace time (a rank outside the group raises eager's
+    ValueError, from the same call); ``group_src`` is the group's rank itself."""
+    graphjit.reset()
+    sub = dist.new_group(list(reversed(range(world_size))))  # (group ranks: the global ones reversed)
+
+    def by_src(x, src):
+        y = x + dist.get_rank()
+        dist.broadcast(y, src=src, group=sub)
+        return y
+
+    def by_group_src(x):
+        y = x * (dist.get_rank() + 1)
+        dist.broadcast(y, group=sub, group_src=0)
+        return y
+
+    counter = Counting()
+    x = _data(0, 0, (3,))
+    for src in (1, 0):
+        check_same(by_src, x, src, backend=counter, fullgraph=True)
+    check_same(by_group_src, x, backend=counter, fullgraph=True)
+    graphs = counter.frame_count
+    check_same(by_src, x, world_size + 3, backend=counter)  # (raises eager's ValueError)
+    dist.destroy_process_group(sub)
+    return {"graphs": graphs, "graphs_after_the_error": counter.frame_count}
+
+
 def funcol_gradient(rank, world_size):
     """The functional all_reduce is differentiable: gradients through the compiled graph
     equal eager's (aot_eager: the collective is in the backward graph too)."""

@@ -254,6 +254,11 @@ def test_process_group_identity_is_guarded(world):
     assert out == {"graphs_after_each_call": [1, 1, 2], "recompiles": 1}
 
 
+def test_broadcast_source_is_a_rank_of_the_group(world):
+    out = same_on_all_ranks(run(world, "broadcast_in_group"))
+    assert out == {"graphs": 3, "graphs_after_the_error": 4}, out  # (the error: the graph before the call)
+
+
 def test_functional_collective_gradient(world):
     assert same_on_all_ranks(run(world, "funcol_gradient")) == 1
 

@@ -191,7 +191,7 @@ class CollectiveVariable(VariableTracker):
                               "The call runs in Python (where it raises).")
         if group_src is not None:
             return group_src
-        return c10d.get_group_rank(values["group"].realize().value, src)
+        return call_python("get_group_rank", c10d.get_group_rank, values["group"].realize().value, src)
 
 
 def _requires_grad(var: VariableTracker | None) -> bool:
