@@ -29,3 +29,8 @@ capture_scalar_outputs: bool = False
 #: while the backward of the earlier layers runs (torch.compile's ``optimize_ddp``; on by
 #: default, as there).  Read when a graph is compiled.
 optimize_ddp: bool = True
+
+#: A module called many times on identical structure (the blocks of a ``ModuleList``) is
+#: traced once, as a subgraph called through ``invoke_subgraph`` for every block whose
+#: guards re-evaluate the same (``variables/hops/repeated_blocks.py``).
+reuse_repeated_blocks: bool = True
