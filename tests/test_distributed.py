@@ -19,6 +19,7 @@ from torch.distributed.fsdp._fully_shard._fsdp_state import FSDPState
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import graphjit
+from graphjit.backends.registry import lookup_backend
 from graphjit.distributed.buckets import assign_buckets, split_compiler
 from graphjit.testing import CompileCounter, check_same
 from graphjit.trace_rules import Rule, frame_rule, trace_rule
@@ -29,6 +30,28 @@ pytestmark = pytest.mark.skipif(not (dist.is_available() and dist.is_gloo_availa
                                 reason="torch.distributed with gloo is not available")
 
 KB = 1000
+
+
+class Layer(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(200, 200)
+
+    def forward(self, x):
+        return torch.relu(self.fc(x))
+
+
+class Layers(torch.nn.Module):
+    """Ten identical blocks of 160 KB of parameters each."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = torch.nn.ModuleList([Layer() for _ in range(10)])
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return x
 
 
 # --------------------------------------------------------------------------------------
@@ -91,6 +114,43 @@ def test_split_compiler_calls_the_backend_once_per_bucket_and_keeps_the_results(
     one = CompileCounter()
     split_compiler(one, 10_000 * KB, 10_000 * KB)(gm, inputs)
     assert one.frame_count == 1 and one.graphs[0] is gm  # one bucket: the graph itself
+
+
+def region_calls(gm: torch.fx.GraphModule) -> int:
+    return sum(getattr(n.target, "__name__", "") == "invoke_region" for n in gm.graph.nodes)
+
+
+@pytest.mark.parametrize("backend", ["aot_eager"])  # (each piece with its own backward)
+def test_repeated_blocks_are_split_at_the_buckets(backend):
+    """A ``ModuleList`` of identical blocks is traced once (``config.reuse_repeated_blocks``:
+    ``invoke_region`` calls of one body): the split keeps the calls and cuts between them
+    (1.6 MB of parameters, 1 MB buckets: 2 pieces, each calling the shared body); output
+    and gradients equal eager's."""
+    torch.manual_seed(0)
+    layers = Layers()
+
+    pieces, calls = CompileCounter(), []
+
+    def piece_backend(gm, example_inputs):
+        pieces(gm, example_inputs)
+        return lookup_backend(backend)(gm, example_inputs)
+
+    def backend_fn(gm, example_inputs):
+        calls.append(region_calls(gm))
+        return split_compiler(piece_backend, 1000 * KB, 1000 * KB)(gm, example_inputs)
+
+    x = torch.randn(4, 200)
+    out = graphjit.compile(layers, backend=backend_fn)(x)
+    assert calls == [10] and pieces.frame_count == 2
+    assert [region_calls(g) for g in pieces.graphs] == [3, 7]
+    out.sum().backward()
+    grads = [p.grad.clone() for p in layers.parameters()]
+    layers.zero_grad()
+    expected = layers(x)
+    expected.sum().backward()
+    torch.testing.assert_close(out, expected)
+    for got, p in zip(grads, layers.parameters()):
+        torch.testing.assert_close(got, p.grad)
 
 
 def test_ddp_and_fsdp_frames_are_library_rules():

@@ -27,6 +27,7 @@ layout the backend chose reaches the next piece) are the next pieces' example in
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 from typing import Any, Callable
@@ -120,7 +121,8 @@ def split_compiler(compiler_fn: Callable, bucket_cap: int, first_bucket_cap: int
             return compiler_fn(gm, example_inputs)
         partition = {node: i for i, b in enumerate(buckets) for node in b.nodes}
         sizes = _bind_input_symbols(gm)
-        split = split_module(gm, None, partition.__getitem__, tuple_return=True)
+        with _bodies_without_examples(gm):
+            split = split_module(gm, None, partition.__getitem__, tuple_return=True)
         examples = [*example_inputs, *(example_inputs[i].size(d) for i, d in sizes)]
         _compile_pieces(split, gm, examples, compiler_fn)
         split.recompile()
@@ -131,6 +133,22 @@ def split_compiler(compiler_fn: Callable, bucket_cap: int, first_bucket_cap: int
 
     compile_split.__name__ = getattr(compiler_fn, "__name__", "backend")
     return compile_split
+
+
+@contextlib.contextmanager
+def _bodies_without_examples(gm: torch.fx.GraphModule):
+    """The ``example_value`` of each ``get_attr`` node of a body module (a higher-order
+    operator's subgraph, as ``invoke_subgraph`` of a repeated block reads it) hidden while
+    ``split_module`` runs: it looks for size symbols in the example of every value that
+    crosses pieces, and a body crosses as a module (each piece that calls it gets its own
+    ``get_attr``)."""
+    hidden = {node: node.meta.pop("example_value") for node in gm.graph.find_nodes(op="get_attr")
+              if isinstance(node.meta.get("example_value"), torch.nn.Module)}
+    try:
+        yield
+    finally:
+        for node, example in hidden.items():
+            node.meta["example_value"] = example
 
 
 def _bind_input_symbols(gm: torch.fx.GraphModule) -> list[tuple[int, int]]:
