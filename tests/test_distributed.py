@@ -35,18 +35,19 @@ KB = 1000
 class Layer(torch.nn.Module):
     def __init__(self) -> None:
         super().__init__()
-        self.fc = torch.nn.Linear(200, 200)
+        self.fc1 = torch.nn.Linear(200, 200)
+        self.fc2 = torch.nn.Linear(200, 200)
 
     def forward(self, x):
-        return torch.relu(self.fc(x))
+        return torch.relu(self.fc2(torch.relu(self.fc1(x))))
 
 
 class Layers(torch.nn.Module):
-    """Ten identical blocks of 160 KB of parameters each."""
+    """Five identical blocks of two 160 KB layers each."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.layers = torch.nn.ModuleList([Layer() for _ in range(10)])
+        self.layers = torch.nn.ModuleList([Layer() for _ in range(5)])
 
     def forward(self, x):
         for layer in self.layers:
@@ -120,15 +121,9 @@ def region_calls(gm: torch.fx.GraphModule) -> int:
     return sum(getattr(n.target, "__name__", "") == "invoke_region" for n in gm.graph.nodes)
 
 
-@pytest.mark.parametrize("backend", ["aot_eager"])  # (each piece with its own backward)
-def test_repeated_blocks_are_split_at_the_buckets(backend):
-    """A ``ModuleList`` of identical blocks is traced once (``config.reuse_repeated_blocks``:
-    ``invoke_region`` calls of one body): the split keeps the calls and cuts between them
-    (1.6 MB of parameters, 1 MB buckets: 2 pieces, each calling the shared body); output
-    and gradients equal eager's."""
-    torch.manual_seed(0)
-    layers = Layers()
-
+def split_pieces(model, x, backend, reuse):
+    """The pieces (ops, region calls) of ``model``'s graph split at 400 KB buckets, the
+    region calls of the whole graph, and the output and gradients."""
     pieces, calls = CompileCounter(), []
 
     def piece_backend(gm, example_inputs):
@@ -137,19 +132,38 @@ def test_repeated_blocks_are_split_at_the_buckets(backend):
 
     def backend_fn(gm, example_inputs):
         calls.append(region_calls(gm))
-        return split_compiler(piece_backend, 1000 * KB, 1000 * KB)(gm, example_inputs)
+        return split_compiler(piece_backend, 400 * KB, 400 * KB)(gm, example_inputs)
 
-    x = torch.randn(4, 200)
-    out = graphjit.compile(layers, backend=backend_fn)(x)
-    assert calls == [10] and pieces.frame_count == 2
-    assert [region_calls(g) for g in pieces.graphs] == [3, 7]
+    graphjit.reset()
+    old, graphjit.config.reuse_repeated_blocks = graphjit.config.reuse_repeated_blocks, reuse
+    try:
+        out = graphjit.compile(model, backend=backend_fn)(x)
+    finally:
+        graphjit.config.reuse_repeated_blocks = old
     out.sum().backward()
-    grads = [p.grad.clone() for p in layers.parameters()]
-    layers.zero_grad()
+    grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    shape = [(sum(n.op == "call_function" for n in g.graph.nodes), region_calls(g)) for g in pieces.graphs]
+    return shape, calls, out, grads
+
+
+@pytest.mark.parametrize("backend", ["aot_eager"])  # (each piece with its own backward)
+def test_repeated_blocks_are_inlined_for_the_split(backend):
+    """A ``ModuleList`` of identical blocks is traced once (``config.reuse_repeated_blocks``:
+    ``invoke_region`` calls of one body); DDP's buckets close inside blocks (two 160 KB
+    layers each, 400 KB buckets), so the split inlines the calls first: the pieces are
+    those of the graph traced block by block (torch.compile's), 4 here where cutting
+    between whole blocks would make 3; output and gradients equal eager's."""
+    torch.manual_seed(0)
+    layers, x = Layers(), torch.randn(4, 200)
+    shared, calls, out, grads = split_pieces(layers, x, backend, reuse=True)
+    inline, inline_calls, _, _ = split_pieces(layers, x, backend, reuse=False)
+    assert calls == [5] and inline_calls == [0]
+    assert len(shared) == 4 and shared == inline, (shared, inline)
     expected = layers(x)
     expected.sum().backward()
     torch.testing.assert_close(out, expected)
-    for got, p in zip(grads, layers.parameters()):
+    for got, p in zip(grads, layers.parameters(), strict=True):
         torch.testing.assert_close(got, p.grad)
 
 

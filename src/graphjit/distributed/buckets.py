@@ -15,7 +15,10 @@ by its storage's bytes; buffers, frozen parameters and those DDP ignores do not 
 and a new bucket starts once the current one holds ``bucket_cap`` bytes (the first one:
 ``first_bucket_cap``) *and* has an output another piece uses (a piece must produce
 something).  A leading piece without parameters joins the next one.  One bucket: the
-backend gets the graph itself.
+backend gets the graph itself.  A graph that calls repeated blocks' bodies
+(``config.reuse_repeated_blocks``) is split with those calls inlined
+(:func:`inline_repeated_blocks`): a bucket may close inside a block, and torch.compile
+traces every block inline, so the pieces are torch.compile's.
 
 Compiling the pieces: each piece gets its inputs as fake tensors of the trace's fake mode
 (the symbolic sizes kept: a size symbol of an input becomes an input of its own, which
@@ -30,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import operator
 from typing import Any, Callable
 
 import sympy
@@ -40,6 +44,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.passes.split_module import split_module
 
 from ..diagnostics import logs
+from ..variables.hops.repeated_blocks import is_block_call
 
 
 @dataclasses.dataclass
@@ -112,13 +117,15 @@ def split_compiler(compiler_fn: Callable, bucket_cap: int, first_bucket_cap: int
     """``compiler_fn`` with the graph split at the buckets (see the module docstring)."""
 
     def compile_split(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+        whole = gm
+        gm = inline_repeated_blocks(gm)
         buckets = assign_buckets(gm, example_inputs, bucket_cap, first_bucket_cap)
         logs.emit("graph_breaks", f"DDP: graph {gm.meta.get('graphjit_name', '')} split into "
                                   f"{len(buckets)} piece(s) at the gradient buckets "
                                   f"(cap {bucket_cap} bytes, first {first_bucket_cap}): "
                                   f"{[b.size for b in buckets]} bytes of parameters")
         if len(buckets) == 1:
-            return compiler_fn(gm, example_inputs)
+            return compiler_fn(whole, example_inputs)  # (its repeated blocks still shared)
         partition = {node: i for i, b in enumerate(buckets) for node in b.nodes}
         sizes = _bind_input_symbols(gm)
         with _bodies_without_examples(gm):
@@ -133,6 +140,49 @@ def split_compiler(compiler_fn: Callable, bucket_cap: int, first_bucket_cap: int
 
     compile_split.__name__ = getattr(compiler_fn, "__name__", "backend")
     return compile_split
+
+
+def inline_repeated_blocks(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """``gm`` with each call of a repeated block's body (``config.reuse_repeated_blocks``)
+    replaced by the body's nodes (a new module over the same attributes; ``gm`` itself when
+    it calls none, or when a call's result is used other than item by item).  DDP's buckets
+    close between any two nodes, also inside a block, and torch.compile traces every block
+    inline: so the pieces are torch.compile's."""
+    calls = [n for n in gm.graph.nodes if is_block_call(n)]
+    if not calls or any(user.target is not operator.getitem for n in calls for user in n.users):
+        return gm
+    graph = torch.fx.Graph()
+    env: dict[torch.fx.Node, Any] = {}
+    for node in gm.graph.nodes:
+        if is_block_call(node):
+            operands = [env[a] if isinstance(a, torch.fx.Node) else a for a in node.args[2:]]
+            env[node] = _copy_body(graph, node.args[0].target, _attr(gm, node.args[0].target), operands)
+        elif node.target is operator.getitem and node.args[0] in env and is_block_call(node.args[0]):
+            env[node] = env[node.args[0]][node.args[1]]
+        else:
+            env[node] = graph.node_copy(node, env.__getitem__)
+    for node in reversed(graph.nodes):  # (the bodies' get_attr nodes, now unused)
+        if node.op == "get_attr" and not node.users and isinstance(_attr(gm, node.target), torch.nn.Module):
+            graph.erase_node(node)
+    inlined = torch.fx.GraphModule(gm, graph)
+    inlined.meta = gm.meta
+    return inlined
+
+
+def _copy_body(graph: torch.fx.Graph, name: str, body: torch.fx.GraphModule, operands: list) -> tuple:
+    """The body's nodes copied into ``graph`` on ``operands``; its outputs."""
+    env: dict[torch.fx.Node, Any] = {}
+    placeholders = iter(operands)
+    for node in body.graph.nodes:
+        if node.op == "placeholder":
+            env[node] = next(placeholders)
+        elif node.op == "output":
+            return tuple(torch.fx.node.map_arg(node.args[0], env.__getitem__))
+        else:
+            env[node] = copied = graph.node_copy(node, env.__getitem__)
+            if node.op in ("get_attr", "call_module"):  # (an attribute of the body, reached through it)
+                copied.target = f"{name}.{node.target}"
+    raise AssertionError(f"body {name} without an output")
 
 
 @contextlib.contextmanager
@@ -241,4 +291,4 @@ def _compile_piece(split: torch.fx.GraphModule, node: torch.fx.Node, args: list,
         fake_mode.allow_non_fake_inputs = old
 
 
-__all__ = ["Bucket", "assign_buckets", "split_compiler"]
+__all__ = ["Bucket", "assign_buckets", "inline_repeated_blocks", "split_compiler"]
