@@ -11,6 +11,11 @@ The bucket assignment itself is tested in this process on hand-made graphs.
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
+
 import pytest
 import torch
 import torch.distributed as dist
@@ -24,7 +29,7 @@ from graphjit.distributed.buckets import assign_buckets, split_compiler
 from graphjit.testing import CompileCounter, check_same
 from graphjit.trace_rules import Rule, frame_rule, trace_rule
 
-from _dist_world import RankFailed, World
+from _dist_world import RankFailed, World, free_port
 
 pytestmark = pytest.mark.skipif(not (dist.is_available() and dist.is_gloo_available()),
                                 reason="torch.distributed with gloo is not available")
@@ -359,3 +364,36 @@ def test_ddp_inductor(world):
     outputs AOTAutograd's first call gives for the previous one)."""
     out = same_on_all_ranks(run(world, "ddp_train", backend="inductor", steps=2, timeout=900))
     assert out["graphs"] == 2
+
+
+EXAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples",
+                       "train_distributed.py")
+
+
+def torchrun_example(wrap: str, compiler: str, steps: int = 4) -> tuple[list[float], int | None]:
+    """The README's command (``torchrun --nproc-per-node 2 examples/train_distributed.py``)
+    on a free port: each step's loss and the graph count it prints."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (os.path.dirname(graphjit.__path__[0]),
+                                                                   os.environ.get("PYTHONPATH")) if p))
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
+         "--master-port", str(free_port()), EXAMPLE, "--wrap", wrap, "--compiler", compiler, "--steps", str(steps)],
+        capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    losses = [float(v) for v in re.findall(r"^step +\d+ +loss ([\d.]+)$", proc.stdout, re.M)]
+    assert len(losses) == steps and "(loss finite)" in proc.stdout, proc.stdout
+    graphs = re.search(r"^(\d+) graphs", proc.stdout, re.M)
+    return losses, int(graphs.group(1)) if graphs else None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("wrap", ["ddp", "fsdp2"])
+def test_the_example_under_torchrun(wrap):
+    """``examples/train_distributed.py`` under torchrun: the losses of graphjit, torch.compile
+    and eager agree at every step; DDP: graphjit's graph count is torch.compile's (one graph
+    per gradient bucket); FSDP2: graphjit makes graphs (torch.compile: the blocks')."""
+    eager, _ = torchrun_example(wrap, "none")
+    ours, graphs = torchrun_example(wrap, "graphjit")
+    theirs, tc_graphs = torchrun_example(wrap, "torch")
+    assert ours == eager == theirs, (ours, eager, theirs)
+    assert graphs == tc_graphs if wrap == "ddp" else graphs >= 2, (graphs, tc_graphs)
