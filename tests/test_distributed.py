@@ -11,8 +11,10 @@ The bucket assignment itself is tested in this process on hand-made graphs.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import signal
 import subprocess
 import sys
 
@@ -375,14 +377,20 @@ def torchrun_example(wrap: str, compiler: str, steps: int = 4) -> tuple[list[flo
     on a free port: each step's loss and the graph count it prints."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (os.path.dirname(graphjit.__path__[0]),
                                                                    os.environ.get("PYTHONPATH")) if p))
-    proc = subprocess.run(
+    proc = subprocess.Popen(
         [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
          "--master-port", str(free_port()), EXAMPLE, "--wrap", wrap, "--compiler", compiler, "--steps", str(steps)],
-        capture_output=True, text=True, timeout=300, env=env)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    losses = [float(v) for v in re.findall(r"^step +\d+ +loss ([\d.]+)$", proc.stdout, re.M)]
-    assert len(losses) == steps and "(loss finite)" in proc.stdout, proc.stdout
-    graphs = re.search(r"^(\d+) graphs", proc.stdout, re.M)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=300)
+    finally:  # (torchrun and its ranks are one process group: none outlives the test)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert proc.returncode == 0, stdout[-3000:] + stderr[-3000:]
+    losses = [float(v) for v in re.findall(r"^step +\d+ +loss ([\d.]+)$", stdout, re.M)]
+    assert len(losses) == steps and "(loss finite)" in stdout, stdout
+    graphs = re.search(r"^(\d+) graphs", stdout, re.M)
     return losses, int(graphs.group(1)) if graphs else None
 
 
