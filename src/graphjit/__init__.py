@@ -8,6 +8,7 @@ if _sys.version_info[:2] != (3, 11):  # one Python version, asserted once (STYLE
 
 from . import config  # noqa: E402
 from . import variables as _variables  # noqa: E402,F401  (installs VariableTracker.build)
+from . import distributed as _distributed  # noqa: E402,F401  (collectives, DDP, FSDP2: trackers and rules)
 from .api import CompiledModule, compile, list_backends, register_backend, reset, stats  # noqa: E402
 from .diagnostics.explain import ExplainOutput, explain  # noqa: E402
 from .diagnostics.logs import set_logs  # noqa: E402

@@ -24,6 +24,12 @@ capture_dynamic_output_shape_ops: bool = False
 #: (torch.compile's ``capture_scalar_outputs``; off by default, as there).
 capture_scalar_outputs: bool = False
 
+#: A module called inside ``DistributedDataParallel``'s forward is compiled as graphs split
+#: at DDP's gradient buckets (one backend call per bucket), so a bucket's all-reduce starts
+#: while the backward of the earlier layers runs (torch.compile's ``optimize_ddp``; on by
+#: default, as there).  Read when a graph is compiled.
+optimize_ddp: bool = True
+
 #: A module called many times on identical structure (the blocks of a ``ModuleList``) is
 #: traced once, as a subgraph called through ``invoke_subgraph`` for every block whose
 #: guards re-evaluate the same (``variables/hops/repeated_blocks.py``).

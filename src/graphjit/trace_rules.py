@@ -33,6 +33,8 @@ transformers, diffusers...)                                  (own cache entries)
 other ``nn.Module``\\ s                   call traced         call path run, ``forward``
                                                              compiled per instance
 builtins, C functions, classes           modelled or opaque  called as it is
+library rules (``distributed``: DDP's    break / inlined     intercepted copy / called
+forward, FSDP2's hooks)                                      as it is
 =======================================  ==================  ===========================
 
 The decisions that do not depend on the value's identity are kept per code object, so a
@@ -52,7 +54,8 @@ from typing import Any, Callable
 import torch
 
 __all__ = ["Rule", "frame_rule", "trace_rule", "dynamo_patched_original", "allow_in_graph", "disable", "skip",
-           "is_compiling", "is_skipped_file", "SKIPPED_PACKAGES", "clear_overrides"]
+           "is_compiling", "is_skipped_file", "SKIPPED_PACKAGES", "clear_overrides", "register_library_rule",
+           "library_rule_reason"]
 
 
 class Rule(enum.Enum):
@@ -88,6 +91,9 @@ SKIPPED_PACKAGES = frozenset({
 _code_rules: "weakref.WeakKeyDictionary[types.CodeType, Rule]" = weakref.WeakKeyDictionary()
 _id_rules: dict[int, Rule] = {}
 _frame_cache: dict[types.CodeType, Rule] = {}
+#: rules graphjit's own layers register for library code, by code object, with the reason
+#: a break or a skipped frame reports (see :func:`register_library_rule`)
+_library_rules: dict[types.CodeType, tuple[Rule, str]] = {}
 #: caches built on these decisions elsewhere (the resolvers'), emptied when a rule changes
 _dependent_caches: "weakref.WeakSet[Any]" = weakref.WeakSet()
 
@@ -179,6 +185,32 @@ def _user_rule(value: Any) -> Rule | None:
         return None
 
 
+def register_library_rule(code: types.CodeType, rule: Rule, reason: str) -> None:
+    """A rule for every function with this code object in a library graphjit otherwise
+    inlines or calls as it is (the ``distributed`` layer: DDP's forward runs in Python with
+    its calls compiled, FSDP2's hooks are called as they are).  ``DISABLE`` and
+    ``SKIP_FRAME`` act as the user's overrides of those names (which come first);
+    ``INTERCEPT`` applies to eager code only: the frame runs as a copy whose calls are
+    intercepted, and traced code still inlines it.  ``clear_overrides`` keeps these."""
+    if rule not in (Rule.DISABLE, Rule.SKIP_FRAME, Rule.INTERCEPT):
+        raise ValueError(f"not a library rule: {rule}")
+    _library_rules[code] = (rule, reason)
+    _rules_changed()
+
+
+def _library_rule(value: Any) -> tuple[Rule, str] | None:
+    if not _library_rules:
+        return None
+    fn = value.__func__ if isinstance(value, types.MethodType) else value
+    return _library_rules.get(fn.__code__) if isinstance(fn, types.FunctionType) else None
+
+
+def library_rule_reason(value: Any) -> str | None:
+    """Why a library rule applies to ``value`` (``None``: none does)."""
+    entry = _library_rule(value)
+    return None if entry is None else entry[1]
+
+
 def dynamo_patched_original(fn: Any) -> types.FunctionType | None:
     """The function TorchDynamo's own patch wrapped, when ``fn`` is that wrapper: importing
     ``torch._dynamo`` disables every optimizer's ``_init_group`` for TorchDynamo (its tracer
@@ -195,8 +227,14 @@ def dynamo_patched_original(fn: Any) -> types.FunctionType | None:
 
 def trace_rule(value: Any) -> Rule | None:
     """A user's override for ``value`` in traced code (``IN_GRAPH``, ``DISABLE``,
-    ``SKIP_FRAME``), or ``None``: the builder's table decides."""
-    return _user_rule(value)
+    ``SKIP_FRAME``), or a library rule of those kinds, or ``None``: the builder's table
+    decides."""
+    rule = _user_rule(value)
+    if rule is None:
+        entry = _library_rule(value)
+        if entry is not None and entry[0] is not Rule.INTERCEPT:
+            return entry[0]
+    return rule
 
 
 def frame_rule(fn: types.FunctionType) -> Rule:
@@ -211,9 +249,12 @@ def frame_rule(fn: types.FunctionType) -> Rule:
 
 def _decide_frame(fn: types.FunctionType) -> Rule:
     user = _user_rule(fn)
+    if user is None:
+        entry = _library_rule(fn)
+        user = None if entry is None else entry[0]
     if user in (Rule.DISABLE, Rule.IN_GRAPH):
         return Rule.CALL
-    if user is Rule.SKIP_FRAME:
+    if user in (Rule.SKIP_FRAME, Rule.INTERCEPT):
         return Rule.INTERCEPT
     code = fn.__code__
     if is_skipped_file(code.co_filename):

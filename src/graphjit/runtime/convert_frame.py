@@ -24,6 +24,7 @@ from .. import config
 from ..backends.registry import eager as eager_backend
 from ..bytecode import assemble, format_code
 from ..diagnostics import logs
+from ..distributed import graph_compiler
 from ..diagnostics.format import graph_code, guards_text
 from ..exc import InternalError, RestartAnalysis, Unsupported
 from ..graph.breaks import BreakCodegen, break_values
@@ -264,7 +265,7 @@ def build_entry(fn, tx: InstructionTranslator, output: OutputGraph, global_state
     for compiled in graphs:  # the code around the graph exists: now compile it
         try:
             started = time.perf_counter()
-            compile_graph(compiled, hooks.compiler_fn)
+            compile_graph(compiled, graph_compiler(hooks.compiler_fn))  # (split at DDP's buckets)
             record.backend_time(time.perf_counter() - started)
             compiled.fn = restoring_modes(compiled.gm, compiled.fn)
         except TensorifyScalarRestartAnalysis:  # the backend needs the floats specialized

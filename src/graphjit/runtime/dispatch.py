@@ -34,7 +34,7 @@ from ..variables.nn_module import has_hooks
 from ..report import record
 from ..variables.mode_stack import is_mode_exit
 from ..variables.object_protocol import type_attr_raw
-from ..trace_rules import Rule, forget_frame_decisions, frame_rule, register_dependent_cache
+from ..trace_rules import Rule, forget_frame_decisions, frame_rule, register_dependent_cache, register_library_rule
 from . import stats
 from .convert_frame import (EAGER_THIS_CALL, PLAIN_THIS_CALL, TRANSPARENT_CODES, CacheEntry, Hooks, RunEagerly,
                             convert_frame, inside_functorch_transform)
@@ -109,7 +109,11 @@ class CompileSession:
             if isinstance(fn, torch.nn.Module):
                 raw = type_attr_raw(type(fn), "forward")
                 static = isinstance(raw, staticmethod)
-                forward = self.module_method(raw.__func__ if static else type(fn).forward)
+                func = raw.__func__ if static else type(fn).forward
+                if isinstance(func, types.FunctionType) and frame_rule(func) is Rule.INTERCEPT:
+                    forward = self.interceptor.eager(func)  # a library forward run in Python (DDP's)
+                else:
+                    forward = self.module_method(func)
                 cf = self._wrapped[fn] = ModuleCall(fn, forward, self.interceptor, static)
             else:
                 self.hooks.shapes.for_code(fn.__code__).make_modules_generic()
@@ -219,6 +223,20 @@ def call_object(obj, *args, **kwargs):
 TRANSPARENT_CODES.add(call_object.__code__)
 
 
+def _nested_code(fn: types.FunctionType, name: str) -> types.CodeType:
+    for const in fn.__code__.co_consts:
+        if isinstance(const, types.CodeType) and const.co_name == name:
+            return const
+    raise InternalError(f"{fn.__qualname__} has no nested function {name!r}")
+
+
+# ``Module._call_impl`` with hooks runs them and ``forward`` from its nested ``inner``: when
+# a module call runs in Python (ModuleCall below), that frame's calls are intercepted too,
+# so the module's ``forward`` is compiled while its hooks run as they are
+register_library_rule(_nested_code(torch.nn.Module._call_impl, "inner"), Rule.INTERCEPT,
+                      "Module._call_impl runs the hooks in Python; forward is compiled")
+
+
 class ModuleCall:
     """A module called at a graph break (the call itself broke: compiling the call again
     would break again) or from eager code: its class's ``forward``, compiled once for all
@@ -236,7 +254,7 @@ class ModuleCall:
         self._static = static  # ``forward`` is a staticmethod: no ``self``
 
     def __repr__(self) -> str:
-        return f"<graphjit module call {self._forward._fn.__qualname__}>"
+        return f"<graphjit module call {self._forward.__qualname__}>"
 
     def __call__(self, *args, **kwargs):
         module = self._module_ref()

@@ -35,7 +35,7 @@ import torch
 
 from ..bytecode.intercept import intercepted_code
 from ..diagnostics import logs
-from ..trace_rules import Rule, frame_rule, register_dependent_cache, trace_rule
+from ..trace_rules import Rule, frame_rule, library_rule_reason, register_dependent_cache, trace_rule
 from ..variables.nn_module import is_leaf_module
 from . import stats
 from .convert_frame import TRANSPARENT_CODES
@@ -116,8 +116,9 @@ class Interceptor:
             user = trace_rule(f)
             if user in (Rule.DISABLE, Rule.SKIP_FRAME) and f.__code__ not in seen_user_rules:
                 seen_user_rules.add(f.__code__)
-                skip_frame(f, "graphjit.skip" if user is Rule.SKIP_FRAME else
-                           "graphjit.disable / torch.compiler.disable: nothing under it is compiled")
+                skip_frame(f, library_rule_reason(f) or (
+                    "graphjit.skip" if user is Rule.SKIP_FRAME else
+                    "graphjit.disable / torch.compiler.disable: nothing under it is compiled"))
             if _is_nested(f):
                 if rule is Rule.COMPILE:
                     nd = nested_cache.get(f.__code__)

@@ -28,7 +28,7 @@ import torch
 
 from ..exc import Unsupported
 from ..guards.guard import GuardKind
-from ..trace_rules import Rule, dynamo_patched_original, is_stdlib_file, trace_rule
+from ..trace_rules import Rule, dynamo_patched_original, is_stdlib_file, library_rule_reason, trace_rule
 from ..sources import AttrSource, Source
 from .. import polyfills
 from .base import (
@@ -118,7 +118,7 @@ def build_callable(tx, value: Any, source: Source | None) -> VariableTracker:
         if rule is Rule.IN_GRAPH:
             return TorchFunctionVariable(value, source=source)
         how = "graphjit.skip" if rule is Rule.SKIP_FRAME else "graphjit.disable / torch.compiler.disable"
-        return OpaqueCallableVariable(value, f"disabled by {how}", source=source)
+        return OpaqueCallableVariable(value, library_rule_reason(value) or f"disabled by {how}", source=source)
     if getattr(type(value), "_graphjit_compiled", False):
         _guard(tx, source, GuardKind.ID_MATCH, value)
         return UserFunctionVariable(value.__wrapped__, source=_attr(source, "__wrapped__"))

@@ -52,6 +52,17 @@ from .pytree import tree_flatten, tree_unflatten
 
 _FAILED = object()
 
+#: how the ``invoke_region`` identifier of a repeated block's body starts (a
+#: ``nested_compile_region``'s is ``subgraph_N``): see :func:`is_block_call`
+BLOCK_ID_PREFIX = "block_"
+
+
+def is_block_call(node: torch.fx.Node) -> bool:
+    """A graph node that calls a repeated block's body (a call torch.compile, which traces
+    every block inline, would not have: the DDP split inlines it again)."""
+    return node.op == "call_function" and node.target is invoke_region and len(node.args) > 1 \
+        and isinstance(node.args[1], str) and node.args[1].startswith(BLOCK_ID_PREFIX)
+
 
 @dataclasses.dataclass
 class BlockRecord:
@@ -274,7 +285,7 @@ def _trace_first(tx, module_var, forward, leaves, spec, key) -> BlockRecord | No
         path = _path(origin, root) if origin is not None else None
         lifted.append((node, path, node.op if path is not None else None))
     attr = out.install_body(body.gm)
-    record = BlockRecord(module_var.value, root, body, attr, f"block_{out.next_region_id()}", recorded, lifted,
+    record = BlockRecord(module_var.value, root, body, attr, f"{BLOCK_ID_PREFIX}{out.next_region_id()}", recorded, lifted,
                          out.side_effects.mark())
     out.block_records[key] = record
     return record
@@ -313,4 +324,4 @@ def _map_to(tx, record: BlockRecord, module_var) -> list | None:
 
 FORWARD_CALL_HOOKS.append(call_block)
 
-__all__ = ["call_block", "BlockRecord"]
+__all__ = ["BLOCK_ID_PREFIX", "call_block", "is_block_call", "BlockRecord"]
