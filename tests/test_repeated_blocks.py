@@ -178,3 +178,18 @@ def test_dynamic_shapes():
         x = torch.randn(n, 8)
         torch.testing.assert_close(compiled(x), model(x))
     assert graphjit.stats()["recompiles"] == 0
+
+
+class OtherBlock(Block):
+    pass
+
+
+def test_a_block_with_no_sibling_of_its_class_is_not_made_a_body():
+    # a container of different classes (an MLP's Sequential): nothing could reuse a body,
+    # so none is traced (each body costs AOTAutograd a partition of its own)
+    model = torch.nn.Sequential(Block(), OtherBlock(), torch.nn.Linear(8, 8))
+    cnt = check_same(model, torch.randn(2, 8), fullgraph=True)
+    assert _calls(cnt.graphs[0]) == []
+    model = torch.nn.Sequential(Block(), OtherBlock(), Block(), Block())
+    cnt = check_same(model, torch.randn(2, 8, requires_grad=True), fullgraph=True)
+    assert len(_calls(cnt.graphs[0])) == 3  # the three Blocks; OtherBlock inlined

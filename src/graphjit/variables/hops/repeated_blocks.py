@@ -28,6 +28,8 @@ Contract:
   argument constants or metadata) is traced on its own (inlined), and so is a block inside
   an activation-checkpointed call or one that checkpoints itself (its ops must carry the
   checkpoint's tags in the calling graph).
+* A block whose container holds no other module of its class is traced inline: no body
+  is made that nothing could reuse (each body is a partition of its own for AOTAutograd).
 """
 
 from __future__ import annotations
@@ -82,6 +84,18 @@ def _is_block(source: Source) -> bool:
     """A module read as an element of a container (``blocks[3]``: its key a digit)."""
     return isinstance(source, GetItemSource) and isinstance(source.index, str) and source.index.isdigit() \
         and isinstance(source.base, AttrSource) and source.base.attr == "_modules"
+
+
+def _has_sibling(out, source: Source, module) -> bool:
+    """Whether the container of the block at ``source`` holds another module of its class
+    (a body is only worth tracing when something may reuse it; ``True`` when the container
+    is not known)."""
+    parent = out.source_cache.get(source.base.base)
+    container = getattr(parent, "value", None)
+    children = getattr(container, "_modules", None)
+    if not isinstance(children, dict):
+        return True
+    return any(child is not module and type(child) is type(module) for child in children.values())
 
 
 def _path(source: Source | None, root: Source):
@@ -232,6 +246,8 @@ def call_block(tx, module_var, forward, args: list, kwargs: dict) -> VariableTra
     if record is _FAILED:
         return None
     if record is None:
+        if not _has_sibling(out, source, module_var.value):
+            return None  # nothing else in its container could reuse a body
         record = _trace_first(tx, module_var, forward, leaves, spec, key)
         if record is None:
             return None
