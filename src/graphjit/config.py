@@ -3,6 +3,15 @@ possible; these are the few that are global by nature, like torch._dynamo.config
 
 from __future__ import annotations
 
+import os
+
+
+def _cache_dir_from_env() -> str | None:
+    value = os.environ.get("GRAPHJIT_CACHE_DIR")
+    if value is None:
+        return os.path.join("~", ".cache", "graphjit")
+    return value or None
+
 #: After this many cache entries for one code object, run it eagerly with one warning.
 recompile_limit: int = 8
 
@@ -23,3 +32,8 @@ capture_dynamic_output_shape_ops: bool = False
 #: ``Tensor.item()`` is traced as an unbacked symbolic number instead of graph-breaking
 #: (torch.compile's ``capture_scalar_outputs``; off by default, as there).
 capture_scalar_outputs: bool = False
+
+#: Where compiled entries are kept across processes (``graphjit.cache``): from
+#: ``GRAPHJIT_CACHE_DIR``, default ``~/.cache/graphjit``; ``None`` (or the variable set
+#: empty) turns the cache off.  ``graphjit.cache.clear()`` empties it.
+cache_dir: str | None = _cache_dir_from_env()

@@ -8,7 +8,7 @@ import logging
 import os
 import sys
 
-ARTIFACTS = ("graph_code", "bytecode", "guards", "graph_breaks", "recompiles")
+ARTIFACTS = ("graph_code", "bytecode", "guards", "graph_breaks", "recompiles", "cache")
 _enabled: set[str] = set()
 log = logging.getLogger("graphjit")
 _handler: logging.Handler | None = None

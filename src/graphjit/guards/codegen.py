@@ -26,7 +26,7 @@ from typing import Any, Callable
 import torch
 
 from .shapes import ShapeGuards
-from ..sources import ConstSource, GuardScope
+from ..sources import ConstSource, GuardScope, TypeSource
 from .guard import GlobalQuery, Guard, GuardKind
 
 _SIMPLE_CONSTANTS = (int, str, bool, type(None))
@@ -54,6 +54,8 @@ class GuardFunction:
     source: str
     parts: list[GuardPart]
     _failures_fn: Callable[..., list] | None = None
+    #: how it was made (``graphjit.cache`` writes it); set by :func:`instantiate_guard`
+    recipe: Any = None
 
     def __repr__(self) -> str:
         return f"GuardFunction({len(self.parts)} checks)"
@@ -73,22 +75,40 @@ class GuardFunction:
         return failing[0] if failing else None
 
 
+@dataclasses.dataclass
+class ConstInfo:
+    """A constant a guard compares against.  ``identity``: compared with ``is`` (in
+    another process it must be found again, never copied); ``bind``: where the guard
+    reads the value (a Source, or a guard expression such as ``___self_fn.__defaults__``),
+    so that it can be found again by evaluating that, or ``None``."""
+
+    value: Any
+    identity: bool = False
+    bind: Any = None
+
+
 class _Consts:
     """Constants the checks refer to: each gets a closure cell (``___cN``, or a readable
-    name for the global-state query functions)."""
+    name for the global-state query functions), with how it is compared (``info``)."""
 
     def __init__(self) -> None:
         self.values: list[Any] = []
         self.names: list[str] = []
+        self.info: list[ConstInfo] = []
         self._by_id: dict[int, str] = {}
 
-    def ref(self, value: Any, name: str | None = None) -> str:
+    def ref(self, value: Any, name: str | None = None, *, identity: bool = False, bind: Any = None) -> str:
         known = self._by_id.get(id(value))
         if known is None:
             known = name or f"___c{len(self.values)}"
             self.values.append(value)
             self.names.append(known)
+            self.info.append(ConstInfo(value, identity, bind))
             self._by_id[id(value)] = known
+        elif identity or bind is not None:  # a later use that compares by identity decides
+            info = self.info[self.names.index(known)]
+            info.identity = info.identity or identity
+            info.bind = info.bind if info.bind is not None else bind
         return known
 
 
@@ -120,6 +140,8 @@ def signature_text(code: types.CodeType, extra_kwonly: tuple[str, ...] = ()) -> 
 
 
 def _short(value: Any) -> str:
+    if isinstance(value, (torch.nn.Module, torch.Tensor)):  # (their repr walks a tree / formats data)
+        return f"<{type(value).__qualname__} at {id(value):#x}>"
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
@@ -130,7 +152,7 @@ def _tensor_parts(label: str, E, t: torch.Tensor, c: _Consts, strides: bool = Tr
     common-subexpression elimination sees every read).  ``fake``: the tensor's fake in a
     trace where some of its sizes are symbolic; only its static sizes and strides are
     checked here (the ShapeEnv's guards cover the symbolic ones)."""
-    parts = [GuardPart(label, f"type({E()}) is {c.ref(type(t))}", f"type({E()})", type(t).__name__),
+    parts = [GuardPart(label, f"type({E()}) is {c.ref(type(t), identity=True)}", f"type({E()})", type(t).__name__),
              GuardPart(label, f"{E()}.dtype is {c.ref(t.dtype)}", f"{E()}.dtype", str(t.dtype))]
     if t.device.type != "cpu":
         parts.append(GuardPart(label, f"{E()}.device == {c.ref(t.device)}", f"{E()}.device", str(t.device)))
@@ -195,7 +217,7 @@ def guard_expressions(guard: Guard, scope: GuardScope, c: _Consts,
                       relaxed: frozenset[str] = frozenset(), fake=None) -> list[GuardPart]:
     k, v, label = guard.kind, guard.value, guard.label()
     if k is GuardKind.GLOBAL_STATE:
-        call = f"{c.ref(v.fn, '___' + v.name)}({', '.join(repr(a) if type(a) in _SIMPLE_CONSTANTS else c.ref(a) for a in v.args)})"
+        call = f"{c.ref(v.fn, '___' + v.name, identity=True)}({', '.join(repr(a) if type(a) in _SIMPLE_CONSTANTS else c.ref(a) for a in v.args)})"
         return [_equals(label, call, v.expected, c)]
     if k is GuardKind.NO_ALIASING:
         exprs = [s.guard_expr(scope) for s in v]
@@ -204,24 +226,27 @@ def guard_expressions(guard: Guard, scope: GuardScope, c: _Consts,
         return guard.source.guard_expr(scope)
 
     if k is GuardKind.ID_MATCH:
-        return [GuardPart(label, f"{E()} is {c.ref(v)}", E(), _short(v))]
+        return [GuardPart(label, f"{E()} is {c.ref(v, identity=True, bind=guard.source)}", E(), _short(v))]
     if k is GuardKind.TYPE_MATCH:
-        return [GuardPart(label, f"type({E()}) is {c.ref(v)}", f"type({E()})", v.__qualname__)]
+        return [GuardPart(label, f"type({E()}) is {c.ref(v, identity=True, bind=TypeSource(guard.source))}",
+                          f"type({E()})", v.__qualname__)]
     if k is GuardKind.CONSTANT_MATCH:
         return _constant(label, E, v, c)
     if k is GuardKind.LENGTH_CHECK:
-        t = type(v).__name__ if type(v) in (list, tuple) else c.ref(type(v))
+        t = type(v).__name__ if type(v) in (list, tuple) else c.ref(type(v), identity=True,
+                                                                     bind=TypeSource(guard.source))
         return [GuardPart(label, f"type({E()}) is {t}", f"type({E()})", type(v).__name__),
                 GuardPart(label, f"len({E()}) == {len(v)}", f"len({E()})", str(len(v)))]
     if k is GuardKind.DICT_KEYS:
         keys = list(v)
-        t = "dict" if type(v) is dict else c.ref(type(v))
+        t = "dict" if type(v) is dict else c.ref(type(v), identity=True, bind=TypeSource(guard.source))
         is_type = GuardPart(label, f"type({E()}) is {t}", f"type({E()})", type(v).__name__)  # E() first: CSE
         if all(type(key) in _SIMPLE_CONSTANTS or type(key) is tuple for key in keys):
             same = f"list({E()}) == {c.ref(keys)}"
         else:  # keys hashed by identity (tensors): compared by identity, never by value
             d = E()
-            same = f"len({d}) == {len(keys)} and all(map({c.ref(operator.is_, 'is_')}, {E()}, {c.ref(keys)}))"
+            same = (f"len({d}) == {len(keys)} and all(map({c.ref(operator.is_, 'is_', identity=True)}, {E()}, "
+                    f"{c.ref(keys, identity=True)}))")
         return [is_type, GuardPart(label, same, f"list({E()})", _short(keys))]
     if k is GuardKind.DICT_LACKS:
         keys = c.ref(v)
@@ -234,7 +259,7 @@ def guard_expressions(guard: Guard, scope: GuardScope, c: _Consts,
         return [GuardPart(label, test, f"sorted(repr(k) for k in {keys} if k in {E()})", "[]")]
     if k is GuardKind.DICT_CONTAINS:
         key, present = v
-        ref = repr(key) if type(key) in _SIMPLE_CONSTANTS else c.ref(key)
+        ref = repr(key) if type(key) in _SIMPLE_CONSTANTS else c.ref(key, identity=isinstance(key, torch.Tensor))
         op = "in" if present else "not in"
         return [GuardPart(label, f"{ref} {op} {E()}", f"{ref} in {E()}", str(present))]
     if k is GuardKind.HASATTR:
@@ -263,13 +288,13 @@ def _constant(label: str, E, v: Any, c: _Consts) -> list[GuardPart]:
     if type(v) in _SIMPLE_CONSTANTS or type(v) is float and math.isfinite(v):
         return [GuardPart(label, f"type({E()}) is {type(v).__name__}", f"type({E()})", type(v).__name__),
                 GuardPart(label, f"{E()} == {v!r}", E(), _short(v))]
-    return [GuardPart(label, f"type({E()}) is {c.ref(type(v))}", f"type({E()})", type(v).__qualname__),
+    return [GuardPart(label, f"type({E()}) is {c.ref(type(v), identity=True)}", f"type({E()})", type(v).__qualname__),
             GuardPart(label, f"{E()} == {c.ref(v)}", E(), _short(v))]
 
 
 def _equals(label: str, expr: str, expected: Any, c: _Consts) -> GuardPart:
     if isinstance(expected, torch.dtype):
-        return GuardPart(label, f"{expr} is {c.ref(expected)}", expr, str(expected))
+        return GuardPart(label, f"{expr} is {c.ref(expected, identity=True)}", expr, str(expected))
     if expected is None or isinstance(expected, bool):
         return GuardPart(label, f"{expr} is {expected!r}", expr, repr(expected))
     return GuardPart(label, f"{expr} == {c.ref(expected)}", expr, _short(expected))
@@ -323,7 +348,8 @@ def _collect_parts(ordered: list[Guard], scope: GuardScope, c: _Consts, fn, glob
     parts: list[GuardPart] = []
     if check_defaults:
         d, kwd = fn.__defaults__, fn.__kwdefaults__
-        d_expr = "___self_fn.__defaults__ is " + ("None" if d is None else c.ref(d))
+        d_expr = "___self_fn.__defaults__ is " + ("None" if d is None else
+                                                  c.ref(d, identity=True, bind="___self_fn.__defaults__"))
         kw_expr = "___self_fn.__kwdefaults__ " + ("is None" if kwd is None else f"== {c.ref(dict(kwd))}")
         parts.append(GuardPart("function DEFAULTS", f"{d_expr} and {kw_expr}",
                                "(___self_fn.__defaults__, ___self_fn.__kwdefaults__)", _short((d, kwd))))
@@ -332,7 +358,8 @@ def _collect_parts(ordered: list[Guard], scope: GuardScope, c: _Consts, fn, glob
         if g.kind not in late:
             parts += guard_expressions(g, scope, c)
     for q in global_state:
-        parts.append(_equals(f"global {q.name}", f"{c.ref(q.fn, '___' + q.name.lower())}()", q.expected, c))
+        parts.append(_equals(f"global {q.name}", f"{c.ref(q.fn, '___' + q.name.lower(), identity=True)}()",
+                             q.expected, c))
     tensors = [g for g in ordered if g.kind is GuardKind.TENSOR_MATCH]
     for g in tensors:
         relaxed = relaxed_tensors.get(id(g.value), frozenset())
@@ -385,13 +412,6 @@ def build_guard_function(guards: list[Guard], code: types.CodeType, fn: types.Fu
     fast = _collect_parts(merge_absent_keys(ordered), scope(uses=counting.counts), c, *options)  # shared reads
 
     sig = signature_text(code, ("___closure",) if closure_arg else ())
-    helpers = {"___dispatch_keys": torch._C._dispatch_keys,
-               "___object_getattribute": object.__getattribute__,
-               "___G": fn.__globals__, "___self_fn": fn}
-    if shape_guards is not None:  # what the ShapeEnv's printer writes
-        helpers.update(math=math, sympy_floor=math.floor)
-    cell_names = list(c.names) + list(helpers)
-    free = [] if closure_arg else list(code.co_freevars)
     body = " and\n                ".join(f"({p.expr})" for p in fast) or "True"
     guard_src = (
         f"    def ___guard({sig}):\n"
@@ -400,44 +420,118 @@ def build_guard_function(guards: list[Guard], code: types.CodeType, fn: types.Fu
         f"        except Exception:  # a value of another shape: not this entry\n"
         f"            return False\n"
     )
-    # ___failures evaluates the same checks one by one and describes each that fails
-    rows = "".join(
-        f"                ({p.label + ': ' + p.expr!r}, lambda: {p.expr}, "
-        f"{'None' if p.actual is None else 'lambda: ' + p.actual}, {p.expected!r}),\n"
-        for p in parts)
-    why_src = (
-        f"    def ___failures({sig}):\n"
-        "        ___out = []\n"
-        "        for ___label, ___check, ___actual, ___expected in (\n"
-        f"{rows}"
-        "        ):\n"
-        "            try:\n"
-        "                if ___check():\n"
-        "                    continue\n"
-        "                ___text = ___label\n"
-        "                if ___actual is not None:\n"
-        "                    try:\n"
-        "                        ___got = repr(___actual())\n"
-        "                    except Exception as e:\n"
-        "                        ___got = f'<raised {type(e).__name__}>'\n"
-        "                    ___text += f' (expected {___expected}, actual {___got[:80]})'\n"
-        "            except Exception as e:\n"
-        "                ___text = f'{___label} (raised {type(e).__name__}: {e})'\n"
-        "            ___out.append(___text)\n"
-        "        return ___out\n"
-    )
-    cells = dict(zip(cell_names, [*c.values, *helpers.values()], strict=True))
-    real_cells = {} if closure_arg else dict(zip(code.co_freevars, fn.__closure__ or (), strict=True))
+    recipe = GuardRecipe(code.co_name, sig, list(c.names), list(c.info), _helper_names(shape_guards is not None),
+                         [] if closure_arg else list(code.co_freevars), closure_arg, guard_src, parts,
+                         (frozenset(code.co_varnames + code.co_freevars), tuple(safe_names(code).items()),
+                          closure_index))
+    return instantiate_guard(recipe, fn, c.values)
 
-    def make(body_src: str, name: str):
-        src = f"def ___make({', '.join(cell_names + free)}):\n{body_src}    return {name}\n"
-        ns: dict[str, Any] = {}
-        exec(compile(src, f"<graphjit guard {code.co_name}>", "exec"), ns)
-        made = ns["___make"](*[cells[n] for n in cell_names], *[None for _ in free])
-        return _rebind(made, fn, cells, real_cells)
 
-    check = make(guard_src, "___guard")
-    return GuardFunction(check, lambda: make(why_src, "___failures"), textwrap.dedent(guard_src), parts)
+@dataclasses.dataclass(eq=False)
+class GuardRecipe:
+    """What a guard function is made from, with its constants kept apart from its code, so
+    that the same guard can be made again for another function object of the same code
+    (another process: ``graphjit.cache``) with constants found again there.
+
+    The generated source defines ``___make(<cells>, <free variables>)`` returning the
+    check; ``cell_names`` are the constants (``consts``, in order) then the helpers
+    (:func:`guard_helpers`, rebuilt from the function); ``free`` the user function's free
+    variables the checks read (bound to its own cells).  ``scope_args`` are the
+    :class:`GuardScope` arguments that render sources for this guard (the cache renders
+    the sources of identity constants with them)."""
+
+    name: str
+    sig: str
+    const_names: list[str]
+    consts: list[ConstInfo]
+    helper_names: list[str]
+    free: list[str]
+    closure_arg: bool
+    guard_src: str
+    parts: list[GuardPart]
+    scope_args: tuple = ()
+    _make_code: types.CodeType | None = None
+
+    def make_code(self) -> types.CodeType:
+        """The compiled ``___make`` of the check (compiled once)."""
+        if self._make_code is None:
+            self._make_code = compile(self.module_src(self.guard_src, "___guard"),
+                                      f"<graphjit guard {self.name}>", "exec")
+        return self._make_code
+
+    def why_src(self) -> str:
+        """``___failures``: the same checks one by one, describing each that fails."""
+        rows = "".join(
+            f"                ({p.label + ': ' + p.expr!r}, lambda: {p.expr}, "
+            f"{'None' if p.actual is None else 'lambda: ' + p.actual}, {p.expected!r}),\n"
+            for p in self.parts)
+        return (
+            f"    def ___failures({self.sig}):\n"
+            "        ___out = []\n"
+            "        for ___label, ___check, ___actual, ___expected in (\n"
+            f"{rows}"
+            "        ):\n"
+            "            try:\n"
+            "                if ___check():\n"
+            "                    continue\n"
+            "                ___text = ___label\n"
+            "                if ___actual is not None:\n"
+            "                    try:\n"
+            "                        ___got = repr(___actual())\n"
+            "                    except Exception as e:\n"
+            "                        ___got = f'<raised {type(e).__name__}>'\n"
+            "                    ___text += f' (expected {___expected}, actual {___got[:80]})'\n"
+            "            except Exception as e:\n"
+            "                ___text = f'{___label} (raised {type(e).__name__}: {e})'\n"
+            "            ___out.append(___text)\n"
+            "        return ___out\n"
+        )
+
+    def module_src(self, body_src: str, name: str, extra: list[str] = ()) -> str:
+        """Source of ``___make(<constants>, <extra>, <helpers>, <free variables>)``
+        defining ``body_src`` and returning ``name``."""
+        cells = self.const_names + list(extra) + self.helper_names
+        return f"def ___make({', '.join(cells + self.free)}):\n{body_src}    return {name}\n"
+
+
+def _helper_names(shapes: bool) -> list[str]:
+    names = ["___dispatch_keys", "___object_getattribute", "___G", "___self_fn"]
+    return names + ["math", "sympy_floor"] if shapes else names
+
+
+def guard_helpers(recipe: GuardRecipe, fn: types.FunctionType) -> list[Any]:
+    """The values of the recipe's helper cells for the function ``fn``."""
+    known = {"___dispatch_keys": torch._C._dispatch_keys, "___object_getattribute": object.__getattribute__,
+             "___G": fn.__globals__, "___self_fn": fn, "math": math, "sympy_floor": math.floor}
+    return [known[n] for n in recipe.helper_names]
+
+
+def make_guard_callable(recipe: GuardRecipe, code: types.CodeType, fn: types.FunctionType,
+                        cells: list[Any], names: list[str]):
+    """Run ``code`` (a compiled ``___make``) with ``cells`` (constants, extra, helpers, in
+    ``names`` order) and bind what it returns to ``fn``: its globals, its defaults (so
+    CPython binds arguments as for ``fn``), its free variables' own cells."""
+    ns: dict[str, Any] = {}
+    exec(code, ns)
+    made = ns["___make"](*cells, *[None for _ in recipe.free])
+    real_cells = {} if recipe.closure_arg else dict(zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=True))
+    return _rebind(made, fn, dict(zip(names, cells, strict=True)), real_cells)
+
+
+def instantiate_guard(recipe: GuardRecipe, fn: types.FunctionType, values: list[Any],
+                      make_code: types.CodeType | None = None) -> GuardFunction:
+    """The :class:`GuardFunction` of ``recipe`` for ``fn``, its constants ``values``."""
+    cells = [*values, *guard_helpers(recipe, fn)]
+    names = recipe.const_names + recipe.helper_names
+
+    def failures():
+        code = compile(recipe.module_src(recipe.why_src(), "___failures"), f"<graphjit guard {recipe.name}>", "exec")
+        return make_guard_callable(recipe, code, fn, cells, names)
+
+    check = make_guard_callable(recipe, make_code or recipe.make_code(), fn, cells, names)
+    guard = GuardFunction(check, failures, textwrap.dedent(recipe.guard_src), recipe.parts)
+    guard.recipe = recipe
+    return guard
 
 
 def _rebind(made: types.FunctionType, fn: types.FunctionType, cells: dict, real: dict):

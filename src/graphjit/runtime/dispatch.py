@@ -32,7 +32,7 @@ from ..exc import InternalError, Unsupported
 from ..variables.nn_module import has_hooks
 from ..variables.object_protocol import type_attr_raw
 from ..trace_rules import forget_frame_decisions, register_dependent_cache
-from . import stats
+from . import persist, stats
 from .convert_frame import (EAGER_THIS_CALL, PLAIN_THIS_CALL, TRANSPARENT_CODES, CacheEntry, Hooks, RunEagerly,
                             convert_frame, inside_functorch_transform)
 from .eager_frames import Interceptor, has_tensor, skip_frame, uses_torch_global
@@ -54,6 +54,7 @@ class CompileSession:
 
     def __init__(self, backend, fullgraph: bool, mode, options, dynamic) -> None:
         self.backend, self.fullgraph, self.dynamic = backend, fullgraph, dynamic
+        self.mode, self.options = mode, options
         self.compiler_fn = lookup_backend(backend, mode, options)
         self.lock = threading.RLock()
         self._resumes: dict[types.CodeType, CompiledFunction] = {}
@@ -162,6 +163,16 @@ class NestedDispatcher:
                 skip_frame(fn, f"recompile limit ({config.recompile_limit}) reached")
             self._run_eagerly = True
             return None
+        disk_kwargs = {**kwargs, "___closure": fn.__closure__}
+        entry = persist.load(self, fn, self.code, "nested", args, disk_kwargs)
+        if isinstance(entry, persist.cache.Skipped):
+            skip_frame(fn, entry.reason)
+            self._run_eagerly = True
+            return None
+        if entry is not None:
+            self._entries = [*self._entries, entry]
+            _nested_live.add(self)
+            return entry
         stats.bump("frames_total")
         try:
             entry = convert_frame(fn, args, kwargs, self.session.hooks, closure_arg=True)
@@ -173,16 +184,24 @@ class NestedDispatcher:
             return fn
         if isinstance(entry, RunEagerly):
             skip_frame(fn, entry.reason)
+            persist.save_skip(self, self.code, "nested", entry.reason)
             self._run_eagerly = True
             return None
         stats.bump("frames_ok")
+        persist.save(self, fn, self.code, "nested", entry, args, disk_kwargs)
         self._entries = [*self._entries, entry]
         _nested_live.add(self)
         return entry
 
+    @property
+    def _session(self) -> CompileSession:
+        return self.session
+
     def _reset(self) -> None:
         self._entries = []
         self._run_eagerly = False
+        if self.__dict__.get("_disk") is not None:
+            self._disk.reset()
 
 
 class _BoundNested:
@@ -301,6 +320,8 @@ class CompiledFunction:
         self._entries = []
         self._fast = []
         self._run_eagerly = False
+        if self.__dict__.get("_disk") is not None:
+            self._disk.reset()
 
     def _skip(self, reason: str) -> None:
         self._run_eagerly = True
@@ -343,6 +364,13 @@ class CompiledFunction:
                 f"Last guard failure: {reason}", stacklevel=4)
             self._skip(f"recompile limit ({config.recompile_limit}) reached; last guard failure: {reason}")
             return self._eager()
+        entry = persist.load(self, self._fn, self._fn.__code__, "function", args, kwargs)
+        if isinstance(entry, persist.cache.Skipped):
+            self._skip(entry.reason)
+            return self._eager()
+        if entry is not None:  # written by an earlier process: no trace
+            self._install(entry)
+            return entry.fn
         if self._entries:
             stats.bump("recompiles")
             reason = self.recompile_reason(args, kwargs)
@@ -359,6 +387,7 @@ class CompiledFunction:
             if self._fullgraph:
                 raise
             self._skip(e.reason)
+            persist.save_skip(self, self._fn.__code__, "function", e.reason)
             return self._eager()
         except ConstraintViolationError:  # the user's mark_dynamic cannot hold: theirs to fix
             raise
@@ -383,13 +412,18 @@ class CompiledFunction:
             return self._fn
         if isinstance(entry, RunEagerly):
             self._skip(entry.reason)
+            persist.save_skip(self, self._fn.__code__, "function", entry.reason)
             return self._eager()
         stats.bump("frames_ok")
         for g in entry.graphs:
             stats.record("graphs", g)
+        persist.save(self, self._fn, self._fn.__code__, "function", entry, args, kwargs)
+        self._install(entry)
+        return entry.fn
+
+    def _install(self, entry: CacheEntry) -> None:
         self._entries = [*self._entries, entry]
         self._fast = [*self._fast, (entry.guard.check, entry.fn)]
-        return entry.fn
 
 
 class _CompiledEntries:
