@@ -140,11 +140,33 @@ def run_module(backend: str) -> dict:
     return out
 
 
+def run_dynamic(backend: str) -> dict:
+    """Three sizes: a static entry, then (automatic dynamic) one for every other size."""
+    before = graphjit.stats()
+    compiled = graphjit.compile(plain, backend=backend)
+    same = True
+    for rows in (4, 6, 9):
+        x, y = torch.randn(rows, 4), torch.randn(rows, 4)
+        same = same and _same(compiled(x, y), plain(x, y))
+    out = _outcome(before)
+    out["same"] = same
+    return out
+
+
 def run(names: list[str], backend: str = "eager") -> dict:
+    from torch._dynamo.utils import counters
+
     results = {}
     for name in names:
         graphjit.reset()
-        results[name] = run_module(backend) if name == "module" else run_function(name, backend)
+        fx_hits = counters["inductor"]["fxgraph_cache_hit"]
+        if name == "module":
+            results[name] = run_module(backend)
+        elif name == "dynamic":
+            results[name] = run_dynamic(backend)
+        else:
+            results[name] = run_function(name, backend)
+        results[name]["fxgraph_cache_hits"] = counters["inductor"]["fxgraph_cache_hit"] - fx_hits
     return results
 
 

@@ -162,6 +162,22 @@ def test_aot_eager_gradients(programs):
     _all_hit(run(programs, ["module", "plain"], "aot_eager"))
 
 
+def test_dynamic_shapes_eager(programs):
+    first = run(programs, ["dynamic"])["dynamic"]
+    assert first["same"] and first["frames"] == 2 and first["writes"] == 2, first  # static, then dynamic
+    second = run(programs, ["dynamic"])["dynamic"]
+    assert second["same"] and second["frames"] == 0 and second["hits"] == 2, second
+
+
+@pytest.mark.slow
+def test_inductor_uses_its_own_caches(programs):
+    first = run(programs, ["module"], "inductor")["module"]
+    assert first["same"] and first["frames"] == 1 and first["writes"] == 1, first
+    second = run(programs, ["module"], "inductor")["module"]
+    assert second["same"] and second["frames"] == 0 and second["hits"] == 1, second
+    assert second["fxgraph_cache_hits"] >= 1, second  # the backend ran again on inductor's own cache
+
+
 def test_cache_off(programs):
     r = run(programs, ["plain"], GRAPHJIT_CACHE_DIR="")
     assert r["plain"]["writes"] == 0 and r["plain"]["misses"] == 0

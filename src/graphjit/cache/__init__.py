@@ -139,7 +139,9 @@ class FrameCache:
         return self._key
 
     def reset(self) -> None:
+        """Forget what was read (``graphjit.reset()``, a changed trace rule: the key too)."""
         self._candidates = None
+        self._key = False
 
     def load(self, fn: types.FunctionType, args: tuple, kwargs: dict, refs: SessionRefs,
              compiler_fn: Callable, finish: Callable) -> tuple | None:
@@ -213,7 +215,8 @@ class FrameCache:
         if key is None:
             return
         try:
-            payload = capture(self.qualname, guard, fn, entry_fn, graphs, refs, breaks)
+            payload = capture(self.qualname, guard, fn, entry_fn, graphs, refs, breaks,
+                              symbolic_ok=self.session.backend == "eager")
             data = dumps(payload)
             header = {"qualname": self.qualname, "arg_types": arg_types(args, kwargs),
                       "graphs": len(graphs), "file": self.code.co_filename, "line": self.code.co_firstlineno}

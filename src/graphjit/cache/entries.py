@@ -41,10 +41,11 @@ from typing import Any, Callable
 import torch
 from torch._guards import TracingContext, tracing
 from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 from ..graph.compile import CompiledGraph, new_graph_name
 from ..guards.codegen import GuardFunction, GuardRecipe, guard_helpers, instantiate_guard, make_guard_callable
-from ..sources import AttrSource, GetItemSource, GuardScope, Source, TypeSource
+from ..sources import AttrSource, FloatTensorSource, GetItemSource, GuardScope, Source, TypeSource
 from .graphs import GraphRecord, build_graph_module, graph_record
 from .portable import NotCacheable, PortablePickler, Stale, describe, dumps, loads, qualified_name
 
@@ -147,8 +148,14 @@ class _CompileOnFirstCall:
         compiled = self.compiled
         with self.lock:
             if compiled.fn is self:
-                with tracing(TracingContext(FakeTensorMode())):
+                # the inputs faked with static sizes, as the trace faked them (a backend
+                # faking them again gets these); inductor's FX graph cache wants a ShapeEnv
+                fake_mode = FakeTensorMode(shape_env=ShapeEnv())
+                fakes = [fake_mode.from_tensor(a, static_shapes=True)  # (held: the memo is weak)
+                         for a in args if isinstance(a, torch.Tensor)]
+                with tracing(TracingContext(fake_mode)):
                     fn = self.compiler_fn(compiled.gm, list(args))
+                del fakes
                 compiled.fn = self.finish(compiled.gm, fn)
         return compiled.fn(*args)
 
@@ -185,11 +192,17 @@ def _named(obj: Any) -> bool:
 
 
 def capture(qualname: str, guard: GuardFunction, fn: types.FunctionType, entry_fn: types.FunctionType,
-            graphs: list[CompiledGraph], session_refs: SessionRefs, breaks: list[str]) -> EntryPayload:
-    """The payload of an entry (see the module docstring); raises :class:`NotCacheable`."""
+            graphs: list[CompiledGraph], session_refs: SessionRefs, breaks: list[str],
+            symbolic_ok: bool = True) -> EntryPayload:
+    """The payload of an entry (see the module docstring); raises :class:`NotCacheable`.
+    ``symbolic_ok``: graphs with symbolic sizes can be written (the ``eager`` backend runs
+    them for any size; a compiling backend is called again with one call's inputs, static)."""
     recipe: GuardRecipe | None = guard.recipe
     if recipe is None:
         raise NotCacheable("the guard has no recipe")
+    if not symbolic_ok and any(_symbolic_inputs(cg.gm) or any(isinstance(a.source, FloatTensorSource)
+                                                              for a in cg.graph_args) for cg in graphs):
+        raise NotCacheable("a graph with symbolic sizes or numbers for a compiling backend")
     consts: list = []
     slot_sources: list[Source | str] = []
     slot_consts: list[int] = []
@@ -230,6 +243,18 @@ def capture(qualname: str, guard: GuardFunction, fn: types.FunctionType, entry_f
     payload = EntryPayload(qualname, portable, exprs, slot_descs, slot_consts, binder_code, extra_names,
                            extra_values, graphs_blob, code_blob, len(graphs), breaks)
     return payload
+
+
+def _symbolic_inputs(gm: torch.fx.GraphModule) -> bool:
+    for node in gm.graph.nodes:
+        if node.op != "placeholder":
+            continue
+        value = node.meta.get("example_value")
+        if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            return True
+        if isinstance(value, torch.Tensor) and any(isinstance(s, torch.SymInt) for s in (*value.shape, *value.stride())):
+            return True
+    return False
 
 
 def _derived_binds(recipe: GuardRecipe) -> dict[int, Source]:

@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from .. import config
+from .. import config, trace_rules
 from .portable import NotCacheable, code_digest, dumps
 
 #: ``graphjit.config`` settings that do not change what a trace produces
@@ -51,6 +51,14 @@ def system_details() -> tuple:
             sys.implementation.cache_tag)
 
 
+def override_details() -> tuple:
+    """``allow_in_graph``/``disable``/``skip`` overrides: by code digest (another
+    callable's rule only counts, it cannot be named)."""
+    by_code, others = trace_rules.user_overrides()
+    return (tuple(sorted((code_digest(code), rule.name) for code, rule in by_code)),
+            tuple(sorted(rule.name for rule in others)))
+
+
 def config_details() -> tuple:
     return tuple(sorted((k, repr(v)) for k, v in vars(config).items()
                         if not k.startswith("_") and k not in _NOT_IN_KEY
@@ -69,6 +77,7 @@ class KeyDetails:
     dynamic: Any
     fullgraph: bool
     config: tuple
+    overrides: tuple
     system: tuple
 
     def digest(self) -> str:
@@ -93,7 +102,7 @@ def entry_key(code: types.CodeType, kind: str, session) -> str | None:
     try:
         details = KeyDetails(code_digest(code), kind, backend_id(session.backend), session.mode,
                              repr(session.options), session.dynamic, session.fullgraph,
-                             config_details(), system_details())
+                             config_details(), override_details(), system_details())
     except NotCacheable:
         return None
     return details.digest()
