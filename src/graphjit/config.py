@@ -33,6 +33,12 @@ capture_dynamic_output_shape_ops: bool = False
 #: (torch.compile's ``capture_scalar_outputs``; off by default, as there).
 capture_scalar_outputs: bool = False
 
+#: Guards over fixed objects (module trees, globals, classes, configs) skip the checks
+#: that only those objects' state decides while a snapshot of a few machine words (dict
+#: version tags, type and ``__dict__`` pointers: ``guards/footprint.py``) is unchanged.
+#: Read when a guard is built; off: every check runs on every call.
+guard_snapshots: bool = True
+
 #: Where compiled entries are kept across processes (``graphjit.cache``): from
 #: ``GRAPHJIT_CACHE_DIR``, default ``~/.cache/graphjit``; ``None`` (or the variable set
 #: empty) turns the cache off.  ``graphjit.cache.clear()`` empties it.

@@ -25,6 +25,10 @@ from typing import Any, Callable
 
 import torch
 
+from .. import config
+from ..exc import InternalError
+from . import memory
+from .footprint import STRUCTURAL, analyze, builtins_dict, word_addresses
 from .shapes import ShapeGuards
 from ..sources import ConstSource, GuardScope, TypeSource
 from .guard import GlobalQuery, Guard, GuardKind
@@ -56,6 +60,8 @@ class GuardFunction:
     _failures_fn: Callable[..., list] | None = None
     #: how it was made (``graphjit.cache`` writes it); set by :func:`instantiate_guard`
     recipe: Any = None
+    #: a two-tier guard's :class:`FastState` (``None``: every check runs on every call)
+    fast_state: Any = None
 
     def __repr__(self) -> str:
         return f"GuardFunction({len(self.parts)} checks)"
@@ -383,7 +389,7 @@ def build_guard_function(guards: list[Guard], code: types.CodeType, fn: types.Fu
                          closure_arg: bool = False,
                          relaxed_tensors: dict[int, frozenset[str]] | None = None,
                          check_defaults: bool = True, dynamic_tensors: dict | None = None,
-                         shape_guards: ShapeGuards | None = None) -> GuardFunction:
+                         shape_guards: ShapeGuards | None = None, frame: dict | None = None) -> GuardFunction:
     """Compile ``guards`` (plus the global-state checks) into a :class:`GuardFunction`.
 
     With ``closure_arg`` the function's free variables are read from a keyword-only
@@ -394,7 +400,10 @@ def build_guard_function(guards: list[Guard], code: types.CodeType, fn: types.Fu
     guard also checks that ``fn.__defaults__``/``__kwdefaults__`` are still the ones the
     guard's own signature was built with (the user may reassign them).
     ``dynamic_tensors`` maps ``id(tensor)`` to its fake where some sizes are symbolic;
-    ``shape_guards`` are the ShapeEnv's guards over those sizes and symbolic numbers."""
+    ``shape_guards`` are the ShapeEnv's guards over those sizes and symbolic numbers.
+    ``frame``: the frame's values (its locals by name) when the guard is built; with them,
+    the checks that only fixed objects' state decides are run only when that state
+    changed (``guards/footprint.py``: a two-tier guard)."""
     relaxed_tensors = relaxed_tensors or {}
     closure_index = tuple((n, i) for i, n in enumerate(code.co_freevars)) if closure_arg else ()
     c = _Consts()
@@ -413,18 +422,139 @@ def build_guard_function(guards: list[Guard], code: types.CodeType, fn: types.Fu
 
     sig = signature_text(code, ("___closure",) if closure_arg else ())
     body = " and\n                ".join(f"({p.expr})" for p in fast) or "True"
-    guard_src = (
-        f"    def ___guard({sig}):\n"
+    footprint = (analyze(ordered, frame, fn.__globals__)
+                 if frame is not None and config.guard_snapshots and not closure_arg and fn.__code__ is code
+                 and len(ordered) >= TWO_TIERS_FROM else None)
+    if footprint is not None and len(footprint.covered) < TWO_TIERS_FROM:
+        footprint = None  # (reading the words would cost more than the checks it saves)
+    if footprint is None:
+        guard_src = (
+            f"    def ___guard({sig}):\n"
+            f"        try:\n"
+            f"            return ({body})\n"
+            f"        except Exception:  # a value of another shape: not this entry\n"
+            f"            return False\n"
+        )
+        words: list = []
+    else:
+        guard_src = _two_tier_source(code, sig, body, footprint, ordered, scope, c, options)
+        words = footprint.words
+    recipe = GuardRecipe(code.co_name, sig, list(c.names), list(c.info), _helper_names(shape_guards is not None),
+                         [] if closure_arg else list(code.co_freevars), closure_arg, guard_src, parts,
+                         (frozenset(code.co_varnames + code.co_freevars), tuple(safe_names(code).items()),
+                          closure_index), words)
+    return instantiate_guard(recipe, fn, c.values)
+
+
+#: guards with fewer checks that the words decide stay one tier (the words' read costs
+#: about a microsecond; a check tens of nanoseconds)
+TWO_TIERS_FROM = 24
+
+
+def _two_tier_source(code, sig: str, body: str, footprint, ordered: list[Guard], scope, c, options) -> str:
+    """``___guard``: when the footprint's words are as last seen, only the checks they do
+    not cover (arguments, tensors, global torch state...); otherwise ``___full`` (every
+    check), after which :class:`FastState` takes a new snapshot (``guards/footprint.py``).
+    ``___pins`` returns the objects whose words are read."""
+    residual = [g for i, g in enumerate(ordered) if i not in footprint.covered]
+    counting = scope(count=True)
+    _collect_parts(residual, counting, c, *options)
+    fast = _collect_parts(merge_absent_keys(residual), scope(uses=counting.counts), c, *options)
+    fast_body = " and\n                    ".join(f"({p.expr})" for p in fast) or "True"
+    pin_scope = scope(count=True)
+    for pin in footprint.pins:
+        if not isinstance(pin, str):
+            pin.guard_expr(pin_scope)
+    cse = scope(uses=pin_scope.counts)
+    pins = "".join(f"{p if isinstance(p, str) else p.guard_expr(cse)}, " for p in footprint.pins)
+    forward = call_text(code, ("___closure",) if "___closure" in sig else ())
+    return (
+        f"    def ___full({sig}):\n"
         f"        try:\n"
         f"            return ({body})\n"
         f"        except Exception:  # a value of another shape: not this entry\n"
         f"            return False\n"
+        f"    def ___pins({sig}):\n"
+        f"        return ({pins})\n"
+        f"    def ___guard({sig}):\n"
+        f"        ___s = ___state.words\n"
+        f"        if ___s is not None:\n"
+        f"            try:\n"
+        f"                if ___s[0](___s[1]).tobytes() == ___s[2]:  # nothing the covered checks read changed\n"
+        f"                    return ({fast_body})\n"
+        f"            except Exception:\n"
+        f"                return False\n"
+        f"        return ___state.slow({forward})\n"
+        f"    ___guard = (___guard, ___full, ___pins)\n"
     )
-    recipe = GuardRecipe(code.co_name, sig, list(c.names), list(c.info), _helper_names(shape_guards is not None),
-                         [] if closure_arg else list(code.co_freevars), closure_arg, guard_src, parts,
-                         (frozenset(code.co_varnames + code.co_freevars), tuple(safe_names(code).items()),
-                          closure_index))
-    return instantiate_guard(recipe, fn, c.values)
+
+
+def call_text(code: types.CodeType, extra_kwonly: tuple[str, ...] = ()) -> str:
+    """Arguments that pass a function's own parameters on, for its signature."""
+    rename = safe_names(code)
+    names = tuple(rename.get(n, n) for n in code.co_varnames)
+    npos, nkw = code.co_argcount, code.co_kwonlyargcount
+    parts = list(names[:npos])
+    i = npos + nkw
+    if code.co_flags & inspect.CO_VARARGS:
+        parts.append("*" + names[i])
+        i += 1
+    parts += [f"{n}={n}" for n in (*names[npos:npos + nkw], *extra_kwonly)]
+    if code.co_flags & inspect.CO_VARKEYWORDS:
+        parts.append("**" + names[i])
+    return ", ".join(parts)
+
+
+#: snapshots a two-tier guard takes before it checks everything on every call
+VOLATILE = 32
+
+
+class FastState:
+    """The snapshot a two-tier guard compares (see :func:`_two_tier_source`): ``words``
+    is ``(take, indices, snapshot)`` (``memory.reader``) or ``None`` (no snapshot yet, or
+    the shortcut is off).
+    :meth:`slow` runs every check; when they pass, it pins the objects again and reads
+    their words.  A change in a word that decides how a lookup resolves (a type, an MRO,
+    a class's dict) turns the shortcut off for good: the covered checks then run on
+    every call; so does a snapshot taken :data:`VOLATILE` times (a word that changes on
+    most calls, such as the tag of a module's globals where the program counts calls in
+    a global, would make every call pay for the full check plus a new snapshot)."""
+
+    __slots__ = ("words", "full", "pins", "kinds", "held", "off", "snapshots")
+
+    def __init__(self, kinds: list[tuple[int, str]]) -> None:
+        self.kinds = kinds
+        self.words = self.full = self.pins = self.held = None
+        self.off = not memory.AVAILABLE
+        self.snapshots = 0
+
+    def __repr__(self) -> str:
+        return f"FastState({len(self.kinds)} words, {'off' if self.off else 'on'})"
+
+    def slow(self, *args, **kwargs) -> bool:
+        if not self.full(*args, **kwargs):
+            return False
+        if self.off:
+            return True
+        self.snapshots += 1
+        if self.snapshots > VOLATILE:
+            self.off, self.words, self.held = True, None, None
+            return True
+        try:
+            held = self.pins(*args, **kwargs)
+            take, indices = memory.reader(word_addresses(held, self.kinds))
+        except Exception:  # (an object changed so that a word is not where it was)
+            self.off, self.words, self.held = True, None, None
+            return True
+        values = take(indices)
+        old = self.words
+        if old is not None and any(kind in STRUCTURAL and a != b for (_, kind), a, b
+                                   in zip(self.kinds, old[0](old[1]), values)):
+            self.off, self.words, self.held = True, None, None
+            return True
+        self.held = held  # (keeps every object whose words are read alive)
+        self.words = (take, indices, values.tobytes())
+        return True
 
 
 @dataclasses.dataclass(eq=False)
@@ -450,6 +580,8 @@ class GuardRecipe:
     guard_src: str
     parts: list[GuardPart]
     scope_args: tuple = ()
+    #: the words of a two-tier guard, ``(pin index, kind)`` (empty: one tier)
+    words: list = dataclasses.field(default_factory=list)
     _make_code: types.CodeType | None = None
 
     def make_code(self) -> types.CodeType:
@@ -495,15 +627,38 @@ class GuardRecipe:
 
 
 def _helper_names(shapes: bool) -> list[str]:
-    names = ["___dispatch_keys", "___object_getattribute", "___G", "___self_fn"]
+    names = ["___dispatch_keys", "___object_getattribute", "___G", "___self_fn", "___state", "___builtins_dict"]
     return names + ["math", "sympy_floor"] if shapes else names
 
 
 def guard_helpers(recipe: GuardRecipe, fn: types.FunctionType) -> list[Any]:
-    """The values of the recipe's helper cells for the function ``fn``."""
+    """The values of the recipe's helper cells for the function ``fn`` (a new
+    :class:`FastState` each time)."""
     known = {"___dispatch_keys": torch._C._dispatch_keys, "___object_getattribute": object.__getattribute__,
-             "___G": fn.__globals__, "___self_fn": fn, "math": math, "sympy_floor": math.floor}
-    return [known[n] for n in recipe.helper_names]
+             "___G": fn.__globals__, "___self_fn": fn, "math": math, "sympy_floor": math.floor,
+             "___builtins_dict": builtins_dict}
+    return [FastState(recipe.words) if n == "___state" else known[n] for n in recipe.helper_names]
+
+
+def _connect(recipe: GuardRecipe, fn, made: tuple, cells: list, names: list[str]):
+    guard, full, pins = made
+    state = cells[names.index("___state")]
+    state.full, state.pins = full, pins
+    if config.debug_checks:  # (tests) the shortcut must never pass what the full check fails
+        guard = _cross_checked(guard, state)
+    return guard, state
+
+
+def _cross_checked(guard, state: "FastState"):
+    def checked(*args, **kwargs):
+        ok = guard(*args, **kwargs)
+        if ok and not state.full(*args, **kwargs):
+            raise InternalError(f"{guard.__qualname__}: the guard's shortcut passed a call its full check fails")
+        return ok
+
+    checked.__wrapped__ = guard
+    checked.__qualname__ = guard.__qualname__
+    return checked
 
 
 def make_guard_callable(recipe: GuardRecipe, code: types.CodeType, fn: types.FunctionType,
@@ -515,7 +670,10 @@ def make_guard_callable(recipe: GuardRecipe, code: types.CodeType, fn: types.Fun
     exec(code, ns)
     made = ns["___make"](*cells, *[None for _ in recipe.free])
     real_cells = {} if recipe.closure_arg else dict(zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=True))
-    return _rebind(made, fn, dict(zip(names, cells, strict=True)), real_cells)
+    by_name = dict(zip(names, cells, strict=True))
+    if isinstance(made, tuple):  # a two-tier guard's functions
+        return tuple(_rebind(f, fn, by_name, real_cells) for f in made)
+    return _rebind(made, fn, by_name, real_cells)
 
 
 def instantiate_guard(recipe: GuardRecipe, fn: types.FunctionType, values: list[Any],
@@ -529,8 +687,11 @@ def instantiate_guard(recipe: GuardRecipe, fn: types.FunctionType, values: list[
         return make_guard_callable(recipe, code, fn, cells, names)
 
     check = make_guard_callable(recipe, make_code or recipe.make_code(), fn, cells, names)
+    state = None
+    if isinstance(check, tuple):  # two tiers: connect the snapshot to the full check and pins
+        check, state = _connect(recipe, fn, check, cells, names)
     guard = GuardFunction(check, failures, textwrap.dedent(recipe.guard_src), recipe.parts)
-    guard.recipe = recipe
+    guard.recipe, guard.fast_state = recipe, state
     return guard
 
 
