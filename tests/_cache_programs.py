@@ -45,6 +45,30 @@ class Net(nn.Module):
         return self.fc2(torch.relu(self.norm(self.fc1(x)))) * self.scale
 
 
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.gain = 1.0
+
+    def forward(self, x):
+        return x + torch.tanh(self.fc(x)) * self.gain
+
+
+class Tower(nn.Module):
+    """Identical blocks: traced once, called through invoke_subgraph per block
+    (``config.reuse_repeated_blocks``)."""
+
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([Block() for _ in range(4)])
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = b(x)
+        return x
+
+
 def with_break(x):
     y = x * 2
     print("between graphs")  # a graph break: two graphs and a resume function
@@ -140,6 +164,25 @@ def run_module(backend: str) -> dict:
     return out
 
 
+def run_blocks(backend: str) -> dict:
+    torch.manual_seed(0)
+    tower = Tower()
+    if os.environ.get("CACHE_TEST_BLOCK_GAIN"):  # one block differs: traced on its own
+        tower.blocks[2].gain = float(os.environ["CACHE_TEST_BLOCK_GAIN"])
+    x = data("module")[0].requires_grad_(backend == "aot_eager")
+    expected = tower(x)
+    grads = torch.autograd.grad(expected.sum(), [x, *tower.parameters()]) if x.requires_grad else None
+    before = graphjit.stats()
+    compiled = graphjit.compile(tower, backend=backend)
+    got = compiled(x)
+    same = _same(got, expected) and _same(compiled(x), expected)
+    if grads is not None:
+        same = same and _same(torch.autograd.grad(got.sum(), [x, *tower.parameters()]), grads)
+    out = _outcome(before)
+    out["same"] = same
+    return out
+
+
 def run_dynamic(backend: str) -> dict:
     """Three sizes: a static entry, then (automatic dynamic) one for every other size."""
     before = graphjit.stats()
@@ -162,6 +205,8 @@ def run(names: list[str], backend: str = "eager") -> dict:
         fx_hits = counters["inductor"]["fxgraph_cache_hit"]
         if name == "module":
             results[name] = run_module(backend)
+        elif name == "blocks":
+            results[name] = run_blocks(backend)
         elif name == "dynamic":
             results[name] = run_dynamic(backend)
         else:

@@ -162,6 +162,17 @@ def test_aot_eager_gradients(programs):
     _all_hit(run(programs, ["module", "plain"], "aot_eager"))
 
 
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_repeated_blocks(programs, backend):
+    """A graph calling one invoke_subgraph body per block is written and loaded; a block
+    that differs in the next process (its own guards) traces again."""
+    first = run(programs, ["blocks"], backend)["blocks"]
+    assert first["same"] and first["frames"] == 1 and first["writes"] == 1, first
+    _all_hit(run(programs, ["blocks"], backend))
+    changed = run(programs, ["blocks"], backend, CACHE_TEST_BLOCK_GAIN="3.0")["blocks"]
+    assert changed["same"] and changed["frames"] == 1, changed
+
+
 def test_dynamic_shapes_eager(programs):
     first = run(programs, ["dynamic"])["dynamic"]
     assert first["same"] and first["frames"] == 2 and first["writes"] == 2, first  # static, then dynamic

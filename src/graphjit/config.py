@@ -43,3 +43,8 @@ guard_snapshots: bool = True
 #: ``GRAPHJIT_CACHE_DIR``, default ``~/.cache/graphjit``; ``None`` (or the variable set
 #: empty) turns the cache off.  ``graphjit.cache.clear()`` empties it.
 cache_dir: str | None = _cache_dir_from_env()
+
+#: A module called many times on identical structure (the blocks of a ``ModuleList``) is
+#: traced once, as a subgraph called through ``invoke_subgraph`` for every block whose
+#: guards re-evaluate the same (``variables/hops/repeated_blocks.py``).
+reuse_repeated_blocks: bool = True

@@ -15,6 +15,7 @@ failing ones (the runtime reports the entry with the fewest).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
 import math
@@ -31,7 +32,7 @@ from . import memory
 from .footprint import STRUCTURAL, analyze, builtins_dict, word_addresses
 from .shapes import ShapeGuards
 from ..sources import ConstSource, GuardScope, TypeSource
-from .guard import GlobalQuery, Guard, GuardKind
+from .guard import MODE_STATE, GlobalQuery, Guard, GuardKind
 
 _SIMPLE_CONSTANTS = (int, str, bool, type(None))
 
@@ -146,8 +147,12 @@ def signature_text(code: types.CodeType, extra_kwonly: tuple[str, ...] = ()) -> 
 
 
 def _short(value: Any) -> str:
-    if isinstance(value, (torch.nn.Module, torch.Tensor)):  # (their repr walks a tree / formats data)
+    """An expected value as failure messages show it (cheap: a module's ``repr`` walks its
+    whole tree and a tensor's prints its data)."""
+    if isinstance(value, torch.nn.Module):
         return f"<{type(value).__qualname__} at {id(value):#x}>"
+    if isinstance(value, torch.Tensor):
+        return f"<{type(value).__name__} {str(value.dtype).removeprefix('torch.')}{list(value.shape)} at {id(value):#x}>"
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
@@ -303,6 +308,8 @@ def _equals(label: str, expr: str, expected: Any, c: _Consts) -> GuardPart:
         return GuardPart(label, f"{expr} is {c.ref(expected, identity=True)}", expr, str(expected))
     if expected is None or isinstance(expected, bool):
         return GuardPart(label, f"{expr} is {expected!r}", expr, repr(expected))
+    if type(expected) is int:
+        return GuardPart(label, f"{expr} == {expected!r}", expr, repr(expected))
     return GuardPart(label, f"{expr} == {c.ref(expected)}", expr, _short(expected))
 
 
@@ -352,6 +359,10 @@ def _collect_parts(ordered: list[Guard], scope: GuardScope, c: _Consts, fn, glob
                    dynamic_tensors: dict, shape_guards: ShapeGuards | None) -> list[GuardPart]:
     """Every check, cheapest first (see the module docstring)."""
     parts: list[GuardPart] = []
+    for q in global_state:  # the mode stacks first: checked before any tensor is read
+        if q.name in MODE_STATE:
+            parts.append(_equals(f"global {q.name}", f"{c.ref(q.fn, '___' + q.name.lower(), identity=True)}()",
+                                 q.expected, c))
     if check_defaults:
         d, kwd = fn.__defaults__, fn.__kwdefaults__
         d_expr = "___self_fn.__defaults__ is " + ("None" if d is None else
@@ -364,6 +375,8 @@ def _collect_parts(ordered: list[Guard], scope: GuardScope, c: _Consts, fn, glob
         if g.kind not in late:
             parts += guard_expressions(g, scope, c)
     for q in global_state:
+        if q.name in MODE_STATE:
+            continue
         parts.append(_equals(f"global {q.name}", f"{c.ref(q.fn, '___' + q.name.lower(), identity=True)}()",
                              q.expected, c))
     tensors = [g for g in ordered if g.kind is GuardKind.TENSOR_MATCH]
@@ -389,7 +402,8 @@ def build_guard_function(guards: list[Guard], code: types.CodeType, fn: types.Fu
                          closure_arg: bool = False,
                          relaxed_tensors: dict[int, frozenset[str]] | None = None,
                          check_defaults: bool = True, dynamic_tensors: dict | None = None,
-                         shape_guards: ShapeGuards | None = None, frame: dict | None = None) -> GuardFunction:
+                         shape_guards: ShapeGuards | None = None,
+                         torch_function_free: bool = False, frame: dict | None = None) -> GuardFunction:
     """Compile ``guards`` (plus the global-state checks) into a :class:`GuardFunction`.
 
     With ``closure_arg`` the function's free variables are read from a keyword-only
@@ -401,9 +415,12 @@ def build_guard_function(guards: list[Guard], code: types.CodeType, fn: types.Fu
     guard's own signature was built with (the user may reassign them).
     ``dynamic_tensors`` maps ``id(tensor)`` to its fake where some sizes are symbolic;
     ``shape_guards`` are the ShapeEnv's guards over those sizes and symbolic numbers.
+    With ``torch_function_free`` every check after the mode-state ones runs under
+    ``torch._C.DisableTorchFunction`` (the call's modes, or its inputs'
+    ``__torch_function__``, must not run when a guard reads a tensor's metadata).
     ``frame``: the frame's values (its locals by name) when the guard is built; with them,
     the checks that only fixed objects' state decides are run only when that state
-    changed (``guards/footprint.py``: a two-tier guard)."""
+    changed (``guards/footprint.py``: a two-tier guard; not with ``torch_function_free``)."""
     relaxed_tensors = relaxed_tensors or {}
     closure_index = tuple((n, i) for i, n in enumerate(code.co_freevars)) if closure_arg else ()
     c = _Consts()
@@ -421,17 +438,25 @@ def build_guard_function(guards: list[Guard], code: types.CodeType, fn: types.Fu
     fast = _collect_parts(merge_absent_keys(ordered), scope(uses=counting.counts), c, *options)  # shared reads
 
     sig = signature_text(code, ("___closure",) if closure_arg else ())
-    body = " and\n                ".join(f"({p.expr})" for p in fast) or "True"
+    n_mode_state = sum(1 for q in global_state if q.name in MODE_STATE)
+    n_state = n_mode_state if torch_function_free else 0
+    body = " and\n                ".join(f"({p.expr})" for p in fast[n_state:]) or "True"
     footprint = (analyze(ordered, frame, fn.__globals__)
                  if frame is not None and config.guard_snapshots and not closure_arg and fn.__code__ is code
-                 and len(ordered) >= TWO_TIERS_FROM else None)
+                 and not n_state and len(ordered) >= TWO_TIERS_FROM else None)
     if footprint is not None and len(footprint.covered) < TWO_TIERS_FROM:
         footprint = None  # (reading the words would cost more than the checks it saves)
     if footprint is None:
+        if n_state:  # the mode state first, then every other check without torch function
+            state = " and ".join(f"({p.expr})" for p in fast[:n_state])
+            body = (f"{state}):\n"
+                    f"                return False\n"
+                    f"            with ___no_torch_function():\n"
+                    f"                return ({body}")
         guard_src = (
             f"    def ___guard({sig}):\n"
             f"        try:\n"
-            f"            return ({body})\n"
+            + (f"            if not ({body})\n" if n_state else f"            return ({body})\n") +
             f"        except Exception:  # a value of another shape: not this entry\n"
             f"            return False\n"
         )
@@ -442,7 +467,7 @@ def build_guard_function(guards: list[Guard], code: types.CodeType, fn: types.Fu
     recipe = GuardRecipe(code.co_name, sig, list(c.names), list(c.info), _helper_names(shape_guards is not None),
                          [] if closure_arg else list(code.co_freevars), closure_arg, guard_src, parts,
                          (frozenset(code.co_varnames + code.co_freevars), tuple(safe_names(code).items()),
-                          closure_index), words)
+                          closure_index), words=words, n_mode_state=n_mode_state)
     return instantiate_guard(recipe, fn, c.values)
 
 
@@ -582,6 +607,8 @@ class GuardRecipe:
     scope_args: tuple = ()
     #: the words of a two-tier guard, ``(pin index, kind)`` (empty: one tier)
     words: list = dataclasses.field(default_factory=list)
+    #: how many of ``parts`` are the mode-state checks (run with torch function on)
+    n_mode_state: int = 0
     _make_code: types.CodeType | None = None
 
     def make_code(self) -> types.CodeType:
@@ -592,27 +619,30 @@ class GuardRecipe:
         return self._make_code
 
     def why_src(self) -> str:
-        """``___failures``: the same checks one by one, describing each that fails."""
+        """``___failures``: the same checks one by one, describing each that fails (a
+        tensor's metadata read without torch function: the call's modes must not see it)."""
         rows = "".join(
             f"                ({p.label + ': ' + p.expr!r}, lambda: {p.expr}, "
-            f"{'None' if p.actual is None else 'lambda: ' + p.actual}, {p.expected!r}),\n"
-            for p in self.parts)
+            f"{'None' if p.actual is None else 'lambda: ' + p.actual}, {p.expected!r}, "
+            f"{'___no_torch_function' if i >= self.n_mode_state else '___no_context'}),\n"
+            for i, p in enumerate(self.parts))
         return (
             f"    def ___failures({self.sig}):\n"
             "        ___out = []\n"
-            "        for ___label, ___check, ___actual, ___expected in (\n"
+            "        for ___label, ___check, ___actual, ___expected, ___context in (\n"
             f"{rows}"
             "        ):\n"
             "            try:\n"
-            "                if ___check():\n"
-            "                    continue\n"
-            "                ___text = ___label\n"
-            "                if ___actual is not None:\n"
-            "                    try:\n"
-            "                        ___got = repr(___actual())\n"
-            "                    except Exception as e:\n"
-            "                        ___got = f'<raised {type(e).__name__}>'\n"
-            "                    ___text += f' (expected {___expected}, actual {___got[:80]})'\n"
+            "                with ___context():\n"
+            "                    if ___check():\n"
+            "                        continue\n"
+            "                    ___text = ___label\n"
+            "                    if ___actual is not None:\n"
+            "                        try:\n"
+            "                            ___got = repr(___actual())\n"
+            "                        except Exception as e:\n"
+            "                            ___got = f'<raised {type(e).__name__}>'\n"
+            "                        ___text += f' (expected {___expected}, actual {___got[:80]})'\n"
             "            except Exception as e:\n"
             "                ___text = f'{___label} (raised {type(e).__name__}: {e})'\n"
             "            ___out.append(___text)\n"
@@ -627,7 +657,8 @@ class GuardRecipe:
 
 
 def _helper_names(shapes: bool) -> list[str]:
-    names = ["___dispatch_keys", "___object_getattribute", "___G", "___self_fn", "___state", "___builtins_dict"]
+    names = ["___dispatch_keys", "___object_getattribute", "___G", "___self_fn", "___state", "___builtins_dict",
+             "___no_torch_function", "___no_context"]
     return names + ["math", "sympy_floor"] if shapes else names
 
 
@@ -636,7 +667,8 @@ def guard_helpers(recipe: GuardRecipe, fn: types.FunctionType) -> list[Any]:
     :class:`FastState` each time)."""
     known = {"___dispatch_keys": torch._C._dispatch_keys, "___object_getattribute": object.__getattribute__,
              "___G": fn.__globals__, "___self_fn": fn, "math": math, "sympy_floor": math.floor,
-             "___builtins_dict": builtins_dict}
+             "___builtins_dict": builtins_dict, "___no_torch_function": torch._C.DisableTorchFunction,
+             "___no_context": contextlib.nullcontext}
     return [FastState(recipe.words) if n == "___state" else known[n] for n in recipe.helper_names]
 
 
