@@ -17,7 +17,10 @@ Sections (each a markdown table on stdout; progress on stderr):
     (``config.guard_snapshots = False``, every check on every call) and on.
 ``depth``  cold first call of GPT-2 (the zoo's tiny config) with 2, 6, 12 and 24 layers,
     graphjit and torch.compile, backend ``eager``, in one process (both reset and a fresh
-    model before each compile; one round: the runs are long enough).
+    model before each compile; one round: the runs are long enough), with
+    ``use_cache=False`` (the blocks are traced once: ``config.reuse_repeated_blocks``)
+    and ``use_cache=True`` (each block writes the ``DynamicCache``: a side effect, so
+    every block is traced inline).
 ``steady`` steady state of single-graph models, backend ``eager``: eager, graphjit and
     torch.compile timed interleaved (``harness.interleaved``), median per call, and the
     ratio graphjit / torch.compile.
@@ -158,17 +161,17 @@ def section_guards(models) -> list[dict]:
 
 
 # -- depth -----------------------------------------------------------------------------------
-def gpt2_layers(n: int):
+def gpt2_layers(n: int, use_cache: bool = True):
     tf = model_zoo._tf()
     cfg = tf.GPT2Config(n_layer=n, n_embd=32, n_head=2, n_inner=64, vocab_size=model_zoo.VOCAB, n_positions=64,
                         resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, attn_implementation="eager")
     torch.manual_seed(0)
-    return tf.GPT2LMHeadModel(cfg).eval(), {"input_ids": model_zoo._ints(1, model_zoo.SEQ)}
+    return tf.GPT2LMHeadModel(cfg).eval(), {"input_ids": model_zoo._ints(1, model_zoo.SEQ), "use_cache": use_cache}
 
 
-def section_depth(depths=(2, 6, 12, 24)) -> list[dict]:
+def section_depth(depths=(2, 6, 12, 24), use_cache: bool = True) -> list[dict]:
     rows = []
-    print("\n## Cold first call vs depth (GPT-2, backend eager, seconds)\n")
+    print(f"\n## Cold first call vs depth (GPT-2, use_cache={use_cache}, backend eager, seconds)\n")
     print("| layers | graphjit | torch.compile | gj/tc |")
     print("|---|---|---|---|")
     old = graphjit.config.cache_dir
@@ -183,7 +186,7 @@ def section_depth(depths=(2, 6, 12, 24)) -> list[dict]:
                 times = {}
                 for system in harness.SYSTEMS:
                     system.reset()
-                    m, kw = gpt2_layers(n)
+                    m, kw = gpt2_layers(n, use_cache)
                     compiled = system.compile(m, "eager")
                     log(f"depth: {n} layers, {system.name}")
                     with harness.gc_paused():
@@ -247,6 +250,8 @@ def main() -> None:
     p.add_argument("--models", default=",".join(DEFAULT_MODELS))
     p.add_argument("--steady-models", default=",".join(STEADY_MODELS))
     p.add_argument("--depths", default="2,6,12,24")
+    p.add_argument("--use-cache", default="both", choices=("both", "on", "off"),
+                   help="depth section: GPT-2's use_cache (a cache update in every block)")
     p.add_argument("--inductor", action="store_true", help="cache section: also backend inductor")
     p.add_argument("--json")
     p.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
@@ -264,7 +269,9 @@ def main() -> None:
     if "guards" in sections:
         out["guards"] = section_guards(models)
     if "depth" in sections:
-        out["depth"] = section_depth(tuple(int(d) for d in a.depths.split(",")))
+        depths = tuple(int(d) for d in a.depths.split(","))
+        out["depth"] = [section_depth(depths, use_cache=uc) for uc in
+                        {"both": (False, True), "on": (True,), "off": (False,)}[a.use_cache]]
     if "steady" in sections:
         out["steady"] = section_steady(a.steady_models.split(","))
     if a.json:
