@@ -21,7 +21,8 @@ Sections (each a markdown table on stdout; progress on stderr):
     ``use_cache=False`` (the blocks are traced once: ``config.reuse_repeated_blocks``)
     and ``use_cache=True`` (each block writes the ``DynamicCache``: a side effect, so
     every block is traced inline).
-``steady`` steady state of single-graph models, backend ``eager``: eager, graphjit and
+``steady`` steady state of single-graph models (the zoo's, plus peft LoRA on GPT-2 and
+    LLaMA and an x-transformers decoder), backend ``eager``: eager, graphjit and
     torch.compile timed interleaved (``harness.interleaved``), median per call, and the
     ratio graphjit / torch.compile.
 
@@ -54,7 +55,7 @@ import model_zoo  # noqa: E402
 from _guard_timing import guard_us_per_call  # noqa: E402
 
 DEFAULT_MODELS = ("gpt2", "bert", "llama", "vit", "t5")
-STEADY_MODELS = ("gpt2", "bert", "distilbert", "llama", "vit")
+STEADY_MODELS = ("gpt2", "bert", "distilbert", "llama", "vit", "lora_gpt2", "lora_llama", "x_transformers")
 
 
 def log(*a) -> None:
@@ -206,6 +207,37 @@ def section_depth(depths=(2, 6, 12, 24), use_cache: bool = True) -> list[dict]:
 
 
 # -- steady state ----------------------------------------------------------------------------
+def _lora_gpt2() -> model_zoo.Spec:
+    import peft
+
+    spec = model_zoo.gpt2()
+    cfg = peft.LoraConfig(r=4, lora_alpha=8, target_modules=["c_attn", "c_proj"], lora_dropout=0.0,
+                          fan_in_fan_out=True)
+    return model_zoo.Spec(peft.get_peft_model(spec.model, cfg).eval(),
+                          {"input_ids": spec.kwargs["input_ids"], "use_cache": False}, ("logits",))
+
+
+def _lora_llama() -> model_zoo.Spec:
+    import peft
+
+    spec = model_zoo.llama()
+    cfg = peft.LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], lora_dropout=0.0)
+    return model_zoo.Spec(peft.get_peft_model(spec.model, cfg).eval(), spec.kwargs, spec.keys)
+
+
+def _x_decoder() -> model_zoo.Spec:
+    from x_transformers import Decoder, TransformerWrapper
+
+    torch.manual_seed(0)
+    model = TransformerWrapper(num_tokens=model_zoo.VOCAB, max_seq_len=64,
+                               attn_layers=Decoder(dim=32, depth=2, heads=2)).eval()
+    return model_zoo.Spec(model, {"x": model_zoo._ints(model_zoo.BATCH, model_zoo.SEQ)}, ())
+
+
+#: single-graph models from other libraries (peft LoRA, an x-transformers decoder)
+LIBRARY_MODELS = {"lora_gpt2": _lora_gpt2, "lora_llama": _lora_llama, "x_transformers": _x_decoder}
+
+
 def section_steady(models, rounds: int = 15, inner: int = 20) -> list[dict]:
     rows = []
     print("\n## Steady state, backend eager (µs per call, median)\n")
@@ -215,16 +247,20 @@ def section_steady(models, rounds: int = 15, inner: int = 20) -> list[dict]:
     graphjit.config.cache_dir = None
     try:
         for model in models:
-            spec = model_zoo.MODELS[model]()
-            compiled, graphs = {}, {}
-            for system in harness.SYSTEMS:
-                system.reset()
-                counter = system.counter()
-                compiled[system.name] = system.compile(spec.model, counter)
-                with torch.no_grad():
-                    for _ in range(3):
-                        compiled[system.name](**spec.kwargs)
-                graphs[system.name] = counter.frame_count
+            try:
+                spec = {**model_zoo.MODELS, **LIBRARY_MODELS}[model]()
+                compiled, graphs = {}, {}
+                for system in harness.SYSTEMS:
+                    system.reset()
+                    counter = system.counter()
+                    compiled[system.name] = system.compile(spec.model, counter)
+                    with torch.no_grad():
+                        for _ in range(3):
+                            compiled[system.name](**spec.kwargs)
+                    graphs[system.name] = counter.frame_count
+            except Exception as e:  # (a model a system fails on: its row says so, the run goes on)
+                print(f"| {model} | error ({system.name}): {harness.short_error(e)} |", flush=True)
+                continue
             kw = spec.kwargs
             calls = {"eager": lambda: spec.model(**kw), "graphjit": lambda: compiled["graphjit"](**kw),
                      "torch.compile": lambda: compiled["torch.compile"](**kw)}
