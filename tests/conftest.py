@@ -7,6 +7,10 @@ import torch
 
 import graphjit
 
+# the persistent cache is off in tests (a test that compiles twice must trace twice);
+# tests/test_cache*.py turn it on in their own processes
+graphjit.config.cache_dir = None
+
 # the helpers shared by the test files assert too: give their failures pytest's detail
 pytest.register_assert_rewrite("_shared")
 

@@ -360,7 +360,8 @@ def test_reset_clears_counters_and_cache():
     graphjit.reset()
     s = graphjit.stats()
     assert s == {"graph_breaks": 0, "break_reasons": [], "frames_total": 0, "frames_ok": 0,
-                 "recompiles": 0, "skipped_frames": []}
+                 "recompiles": 0, "skipped_frames": [], "cache_hits": 0, "cache_misses": 0,
+                 "cache_writes": 0, "cache_events": []}
     h.check(_r(3), _r(3, seed=1))  # the cache was cleared: compiled again, not a recompile
     assert h.graphs == 3
     assert graphjit.stats()["frames_total"] == 1

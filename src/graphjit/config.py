@@ -3,6 +3,15 @@ possible; these are the few that are global by nature, like torch._dynamo.config
 
 from __future__ import annotations
 
+import os
+
+
+def _cache_dir_from_env() -> str | None:
+    value = os.environ.get("GRAPHJIT_CACHE_DIR")
+    if value is None:
+        return os.path.join("~", ".cache", "graphjit")
+    return value or None
+
 #: After this many cache entries for one code object, run it eagerly with one warning.
 recompile_limit: int = 8
 
@@ -29,6 +38,17 @@ capture_scalar_outputs: bool = False
 #: while the backward of the earlier layers runs (torch.compile's ``optimize_ddp``; on by
 #: default, as there).  Read when a graph is compiled.
 optimize_ddp: bool = True
+
+#: Guards over fixed objects (module trees, globals, classes, configs) skip the checks
+#: that only those objects' state decides while a snapshot of a few machine words (dict
+#: version tags, type and ``__dict__`` pointers: ``guards/footprint.py``) is unchanged.
+#: Read when a guard is built; off: every check runs on every call.
+guard_snapshots: bool = True
+
+#: Where compiled entries are kept across processes (``graphjit.cache``): from
+#: ``GRAPHJIT_CACHE_DIR``, default ``~/.cache/graphjit``; ``None`` (or the variable set
+#: empty) turns the cache off.  ``graphjit.cache.clear()`` empties it.
+cache_dir: str | None = _cache_dir_from_env()
 
 #: A module called many times on identical structure (the blocks of a ``ModuleList``) is
 #: traced once, as a subgraph called through ``invoke_subgraph`` for every block whose

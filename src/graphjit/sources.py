@@ -36,9 +36,11 @@ class GuardScope:
     reads are ``___tN`` (the checks are one ``and`` chain evaluated left to right)."""
 
     def __init__(self, local_names: frozenset[str], renamed: tuple[tuple[str, str], ...] = (),
-                 closure_index: tuple[tuple[str, int], ...] = (), ref: Callable[[Any], str] = repr,
+                 closure_index: tuple[tuple[str, int], ...] = (), ref: Callable[..., str] = None,
                  uses: dict | None = None, count: bool = False) -> None:
-        self.local_names, self.renamed, self.closure_index, self.ref = local_names, renamed, closure_index, ref
+        self.local_names, self.renamed, self.closure_index = local_names, renamed, closure_index
+        #: ``ref(value, *, identity=False, ...)`` names a constant the guard reads
+        self.ref = ref or (lambda value, *a, **k: repr(value))
         self.uses = uses          # source -> number of reads (CSE on), or None
         self.counts: dict = {} if count else None  # filled while rendering (counting pass)
         self._names: dict = {}
@@ -99,7 +101,30 @@ class Source(abc.ABC):
     def __repr__(self) -> str:
         return self.display()
 
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state.pop("_hash", None)  # (str hashes differ between processes)
+        return state
 
+
+def _hash_once(cls):
+    """A frozen dataclass source whose hash is computed once: guard building hashes long
+    chains of sources many times (each hash would walk the whole chain)."""
+    generated = cls.__dict__["__hash__"]
+
+    def __hash__(self) -> int:
+        try:
+            return self.__dict__["_hash"]
+        except KeyError:
+            h = generated(self)
+            object.__setattr__(self, "_hash", h)
+            return h
+
+    cls.__hash__ = __hash__
+    return cls
+
+
+@_hash_once
 @dataclasses.dataclass(frozen=True, repr=False)
 class LocalSource(Source):
     """A fast local or argument; ``kind`` is ``"fast"``, ``"cell"`` or ``"free"``."""
@@ -125,6 +150,7 @@ class LocalSource(Source):
         return [create_instruction(op, argval=self.local_name)]
 
 
+@_hash_once
 @dataclasses.dataclass(frozen=True, repr=False)
 class GlobalSource(Source):
     """A name looked up in the function's globals (then builtins), as LOAD_GLOBAL does."""
@@ -160,6 +186,7 @@ class ChainedSource(Source):
         return self.base.root()
 
 
+@_hash_once
 @dataclasses.dataclass(frozen=True, repr=False)
 class AttrSource(ChainedSource):
     """``base.attr``."""
@@ -177,6 +204,7 @@ class AttrSource(ChainedSource):
         return [*self.base.reconstruct(), create_instruction("LOAD_ATTR", argval=self.attr)]
 
 
+@_hash_once
 @dataclasses.dataclass(frozen=True, repr=False)
 class GetItemSource(ChainedSource):
     """``base[index]`` for a constant index (int or str)."""
@@ -188,7 +216,7 @@ class GetItemSource(ChainedSource):
         return f"{self.base.display()}[{self.index!r}]"
 
     def render(self, scope: GuardScope) -> str:
-        index = scope.ref(self.index.obj) if isinstance(self.index, ObjectKey) else repr(self.index)
+        index = scope.ref(self.index.obj, identity=True) if isinstance(self.index, ObjectKey) else repr(self.index)
         return f"{self.base.guard_expr(scope)}[{index}]"
 
     def reconstruct(self) -> list[Instruction]:
@@ -240,7 +268,7 @@ class ConstSource(Source):
         return self.name
 
     def render(self, scope: GuardScope) -> str:
-        return scope.ref(self.value)
+        return scope.ref(self.value, identity=True)
 
     def reconstruct(self) -> list[Instruction]:
         return [create_instruction("LOAD_CONST", argval=self.value)]
@@ -250,6 +278,7 @@ class ConstSource(Source):
         return True
 
 
+@_hash_once
 @dataclasses.dataclass(frozen=True, repr=False)
 class TypeSource(ChainedSource):
     """``type(base)``."""
@@ -267,6 +296,7 @@ class TypeSource(ChainedSource):
                 *self.base.reconstruct(), *create_call(1)]
 
 
+@_hash_once
 @dataclasses.dataclass(frozen=True, repr=False)
 class GenericAttrSource(ChainedSource):
     """``object.__getattribute__(base, attr)``: CPython's generic lookup, for objects whose
@@ -288,6 +318,7 @@ class GenericAttrSource(ChainedSource):
                 *create_call(2)]
 
 
+@_hash_once
 @dataclasses.dataclass(frozen=True, repr=False)
 class ConvertedSource(ChainedSource):
     """``convert(base)``: the value at ``base`` passed through a conversion function (each
@@ -300,13 +331,14 @@ class ConvertedSource(ChainedSource):
         return f"{self.convert.__name__}({self.base.display()})"
 
     def render(self, scope: GuardScope) -> str:
-        return f"{scope.ref(self.convert)}({self.base.guard_expr(scope)})"
+        return f"{scope.ref(self.convert, identity=True)}({self.base.guard_expr(scope)})"
 
     def reconstruct(self) -> list[Instruction]:
         return [create_instruction("PUSH_NULL"), create_instruction("LOAD_CONST", argval=self.convert),
                 *self.base.reconstruct(), *create_call(1)]
 
 
+@_hash_once
 @dataclasses.dataclass(frozen=True, repr=False)
 class FromNumpySource(ConvertedSource):
     """``torch.from_numpy(base)``: a tensor sharing memory with a numpy array."""
@@ -322,6 +354,7 @@ def as_float_tensor(value: float) -> torch.Tensor:
     return torch.scalar_tensor(value, dtype=torch.float64)
 
 
+@_hash_once
 @dataclasses.dataclass(frozen=True, repr=False)
 class FloatTensorSource(ConvertedSource):
     """``as_float_tensor(base)``: a float argument passed to the graph as a 0-d float64

@@ -55,7 +55,7 @@ import torch
 
 __all__ = ["Rule", "frame_rule", "trace_rule", "dynamo_patched_original", "allow_in_graph", "disable", "skip",
            "is_compiling", "is_skipped_file", "SKIPPED_PACKAGES", "clear_overrides", "register_library_rule",
-           "library_rule_reason"]
+           "library_rule_reason", "user_overrides"]
 
 
 class Rule(enum.Enum):
@@ -293,6 +293,13 @@ def skip(fn: Callable) -> Callable:
     """``disable(fn, recursive=False)``: ``fn``'s frame runs eagerly, what it calls is
     compiled."""
     return disable(fn, recursive=False)
+
+
+def user_overrides() -> tuple[list[tuple[types.CodeType, Rule]], list[Rule]]:
+    """The user's overrides now: per code object, and the rules of other callables (the
+    persistent cache keys entries on them: a trace may have inlined a function a rule is
+    about)."""
+    return list(_code_rules.items()), list(_id_rules.values())
 
 
 def clear_overrides() -> None:

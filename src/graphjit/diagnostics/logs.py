@@ -11,7 +11,7 @@ import sys
 
 from .describe import check_user_text
 
-ARTIFACTS = ("graph_code", "bytecode", "guards", "graph_breaks", "recompiles", "decompiled")
+ARTIFACTS = ("graph_code", "bytecode", "guards", "graph_breaks", "recompiles", "decompiled", "cache")
 _enabled: set[str] = set()
 log = logging.getLogger("graphjit")
 _handler: logging.Handler | None = None

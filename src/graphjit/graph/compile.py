@@ -84,9 +84,14 @@ def finish_graph(output: OutputGraph, out_nodes: list[torch.fx.Node]) -> Compile
             graph.erase_node(arg.node)
     graph.lint()
     gm = torch.fx.GraphModule(output.root, graph, class_name="GraphModule")
-    name = f"__compiled_fn_{next(_counter)}"
+    name = new_graph_name()
     gm.meta["graphjit_name"] = name
     return CompiledGraph(name, gm, None, used, output.fake_mode)
+
+
+def new_graph_name() -> str:
+    """A new ``__compiled_fn_<n>`` (unique in the process)."""
+    return f"__compiled_fn_{next(_counter)}"
 
 
 def compile_graph(compiled: CompiledGraph, compiler_fn) -> None:

@@ -26,8 +26,12 @@ from typing import Any, Callable
 
 import torch
 
+from .. import config
+from ..exc import InternalError
+from . import memory
+from .footprint import STRUCTURAL, analyze, builtins_dict, word_addresses
 from .shapes import ShapeGuards
-from ..sources import ConstSource, GuardScope
+from ..sources import ConstSource, GuardScope, TypeSource
 from .guard import MODE_STATE, GlobalQuery, Guard, GuardKind
 
 _SIMPLE_CONSTANTS = (int, str, bool, type(None))
@@ -55,6 +59,10 @@ class GuardFunction:
     source: str
     parts: list[GuardPart]
     _failures_fn: Callable[..., list] | None = None
+    #: how it was made (``graphjit.cache`` writes it); set by :func:`instantiate_guard`
+    recipe: Any = None
+    #: a two-tier guard's :class:`FastState` (``None``: every check runs on every call)
+    fast_state: Any = None
 
     def __repr__(self) -> str:
         return f"GuardFunction({len(self.parts)} checks)"
@@ -74,22 +82,40 @@ class GuardFunction:
         return failing[0] if failing else None
 
 
+@dataclasses.dataclass
+class ConstInfo:
+    """A constant a guard compares against.  ``identity``: compared with ``is`` (in
+    another process it must be found again, never copied); ``bind``: where the guard
+    reads the value (a Source, or a guard expression such as ``___self_fn.__defaults__``),
+    so that it can be found again by evaluating that, or ``None``."""
+
+    value: Any
+    identity: bool = False
+    bind: Any = None
+
+
 class _Consts:
     """Constants the checks refer to: each gets a closure cell (``___cN``, or a readable
-    name for the global-state query functions)."""
+    name for the global-state query functions), with how it is compared (``info``)."""
 
     def __init__(self) -> None:
         self.values: list[Any] = []
         self.names: list[str] = []
+        self.info: list[ConstInfo] = []
         self._by_id: dict[int, str] = {}
 
-    def ref(self, value: Any, name: str | None = None) -> str:
+    def ref(self, value: Any, name: str | None = None, *, identity: bool = False, bind: Any = None) -> str:
         known = self._by_id.get(id(value))
         if known is None:
             known = name or f"___c{len(self.values)}"
             self.values.append(value)
             self.names.append(known)
+            self.info.append(ConstInfo(value, identity, bind))
             self._by_id[id(value)] = known
+        elif identity or bind is not None:  # a later use that compares by identity decides
+            info = self.info[self.names.index(known)]
+            info.identity = info.identity or identity
+            info.bind = info.bind if info.bind is not None else bind
         return known
 
 
@@ -137,7 +163,7 @@ def _tensor_parts(label: str, E, t: torch.Tensor, c: _Consts, strides: bool = Tr
     common-subexpression elimination sees every read).  ``fake``: the tensor's fake in a
     trace where some of its sizes are symbolic; only its static sizes and strides are
     checked here (the ShapeEnv's guards cover the symbolic ones)."""
-    parts = [GuardPart(label, f"type({E()}) is {c.ref(type(t))}", f"type({E()})", type(t).__name__),
+    parts = [GuardPart(label, f"type({E()}) is {c.ref(type(t), identity=True)}", f"type({E()})", type(t).__name__),
              GuardPart(label, f"{E()}.dtype is {c.ref(t.dtype)}", f"{E()}.dtype", str(t.dtype))]
     if t.device.type != "cpu":
         parts.append(GuardPart(label, f"{E()}.device == {c.ref(t.device)}", f"{E()}.device", str(t.device)))
@@ -202,7 +228,7 @@ def guard_expressions(guard: Guard, scope: GuardScope, c: _Consts,
                       relaxed: frozenset[str] = frozenset(), fake=None) -> list[GuardPart]:
     k, v, label = guard.kind, guard.value, guard.label()
     if k is GuardKind.GLOBAL_STATE:
-        call = f"{c.ref(v.fn, '___' + v.name)}({', '.join(repr(a) if type(a) in _SIMPLE_CONSTANTS else c.ref(a) for a in v.args)})"
+        call = f"{c.ref(v.fn, '___' + v.name, identity=True)}({', '.join(repr(a) if type(a) in _SIMPLE_CONSTANTS else c.ref(a) for a in v.args)})"
         return [_equals(label, call, v.expected, c)]
     if k is GuardKind.NO_ALIASING:
         exprs = [s.guard_expr(scope) for s in v]
@@ -211,24 +237,27 @@ def guard_expressions(guard: Guard, scope: GuardScope, c: _Consts,
         return guard.source.guard_expr(scope)
 
     if k is GuardKind.ID_MATCH:
-        return [GuardPart(label, f"{E()} is {c.ref(v)}", E(), _short(v))]
+        return [GuardPart(label, f"{E()} is {c.ref(v, identity=True, bind=guard.source)}", E(), _short(v))]
     if k is GuardKind.TYPE_MATCH:
-        return [GuardPart(label, f"type({E()}) is {c.ref(v)}", f"type({E()})", v.__qualname__)]
+        return [GuardPart(label, f"type({E()}) is {c.ref(v, identity=True, bind=TypeSource(guard.source))}",
+                          f"type({E()})", v.__qualname__)]
     if k is GuardKind.CONSTANT_MATCH:
         return _constant(label, E, v, c)
     if k is GuardKind.LENGTH_CHECK:
-        t = type(v).__name__ if type(v) in (list, tuple) else c.ref(type(v))
+        t = type(v).__name__ if type(v) in (list, tuple) else c.ref(type(v), identity=True,
+                                                                     bind=TypeSource(guard.source))
         return [GuardPart(label, f"type({E()}) is {t}", f"type({E()})", type(v).__name__),
                 GuardPart(label, f"len({E()}) == {len(v)}", f"len({E()})", str(len(v)))]
     if k is GuardKind.DICT_KEYS:
         keys = list(v)
-        t = "dict" if type(v) is dict else c.ref(type(v))
+        t = "dict" if type(v) is dict else c.ref(type(v), identity=True, bind=TypeSource(guard.source))
         is_type = GuardPart(label, f"type({E()}) is {t}", f"type({E()})", type(v).__name__)  # E() first: CSE
         if all(type(key) in _SIMPLE_CONSTANTS or type(key) is tuple for key in keys):
             same = f"list({E()}) == {c.ref(keys)}"
         else:  # keys hashed by identity (tensors): compared by identity, never by value
             d = E()
-            same = f"len({d}) == {len(keys)} and all(map({c.ref(operator.is_, 'is_')}, {E()}, {c.ref(keys)}))"
+            same = (f"len({d}) == {len(keys)} and all(map({c.ref(operator.is_, 'is_', identity=True)}, {E()}, "
+                    f"{c.ref(keys, identity=True)}))")
         return [is_type, GuardPart(label, same, f"list({E()})", _short(keys))]
     if k is GuardKind.DICT_LACKS:
         keys = c.ref(v)
@@ -241,7 +270,7 @@ def guard_expressions(guard: Guard, scope: GuardScope, c: _Consts,
         return [GuardPart(label, test, f"sorted(repr(k) for k in {keys} if k in {E()})", "[]")]
     if k is GuardKind.DICT_CONTAINS:
         key, present = v
-        ref = repr(key) if type(key) in _SIMPLE_CONSTANTS else c.ref(key)
+        ref = repr(key) if type(key) in _SIMPLE_CONSTANTS else c.ref(key, identity=isinstance(key, torch.Tensor))
         op = "in" if present else "not in"
         return [GuardPart(label, f"{ref} {op} {E()}", f"{ref} in {E()}", str(present))]
     if k is GuardKind.HASATTR:
@@ -270,13 +299,13 @@ def _constant(label: str, E, v: Any, c: _Consts) -> list[GuardPart]:
     if type(v) in _SIMPLE_CONSTANTS or type(v) is float and math.isfinite(v):
         return [GuardPart(label, f"type({E()}) is {type(v).__name__}", f"type({E()})", type(v).__name__),
                 GuardPart(label, f"{E()} == {v!r}", E(), _short(v))]
-    return [GuardPart(label, f"type({E()}) is {c.ref(type(v))}", f"type({E()})", type(v).__qualname__),
+    return [GuardPart(label, f"type({E()}) is {c.ref(type(v), identity=True)}", f"type({E()})", type(v).__qualname__),
             GuardPart(label, f"{E()} == {c.ref(v)}", E(), _short(v))]
 
 
 def _equals(label: str, expr: str, expected: Any, c: _Consts) -> GuardPart:
     if isinstance(expected, torch.dtype):
-        return GuardPart(label, f"{expr} is {c.ref(expected)}", expr, str(expected))
+        return GuardPart(label, f"{expr} is {c.ref(expected, identity=True)}", expr, str(expected))
     if expected is None or isinstance(expected, bool):
         return GuardPart(label, f"{expr} is {expected!r}", expr, repr(expected))
     if type(expected) is int:
@@ -332,10 +361,12 @@ def _collect_parts(ordered: list[Guard], scope: GuardScope, c: _Consts, fn, glob
     parts: list[GuardPart] = []
     for q in global_state:  # the mode stacks first: checked before any tensor is read
         if q.name in MODE_STATE:
-            parts.append(_equals(f"global {q.name}", f"{c.ref(q.fn, '___' + q.name.lower())}()", q.expected, c))
+            parts.append(_equals(f"global {q.name}", f"{c.ref(q.fn, '___' + q.name.lower(), identity=True)}()",
+                                 q.expected, c))
     if check_defaults:
         d, kwd = fn.__defaults__, fn.__kwdefaults__
-        d_expr = "___self_fn.__defaults__ is " + ("None" if d is None else c.ref(d))
+        d_expr = "___self_fn.__defaults__ is " + ("None" if d is None else
+                                                  c.ref(d, identity=True, bind="___self_fn.__defaults__"))
         kw_expr = "___self_fn.__kwdefaults__ " + ("is None" if kwd is None else f"== {c.ref(dict(kwd))}")
         parts.append(GuardPart("function DEFAULTS", f"{d_expr} and {kw_expr}",
                                "(___self_fn.__defaults__, ___self_fn.__kwdefaults__)", _short((d, kwd))))
@@ -346,7 +377,8 @@ def _collect_parts(ordered: list[Guard], scope: GuardScope, c: _Consts, fn, glob
     for q in global_state:
         if q.name in MODE_STATE:
             continue
-        parts.append(_equals(f"global {q.name}", f"{c.ref(q.fn, '___' + q.name.lower())}()", q.expected, c))
+        parts.append(_equals(f"global {q.name}", f"{c.ref(q.fn, '___' + q.name.lower(), identity=True)}()",
+                             q.expected, c))
     tensors = [g for g in ordered if g.kind is GuardKind.TENSOR_MATCH]
     for g in tensors:
         relaxed = relaxed_tensors.get(id(g.value), frozenset())
@@ -371,7 +403,7 @@ def build_guard_function(guards: list[Guard], code: types.CodeType, fn: types.Fu
                          relaxed_tensors: dict[int, frozenset[str]] | None = None,
                          check_defaults: bool = True, dynamic_tensors: dict | None = None,
                          shape_guards: ShapeGuards | None = None,
-                         torch_function_free: bool = False) -> GuardFunction:
+                         torch_function_free: bool = False, frame: dict | None = None) -> GuardFunction:
     """Compile ``guards`` (plus the global-state checks) into a :class:`GuardFunction`.
 
     With ``closure_arg`` the function's free variables are read from a keyword-only
@@ -385,7 +417,10 @@ def build_guard_function(guards: list[Guard], code: types.CodeType, fn: types.Fu
     ``shape_guards`` are the ShapeEnv's guards over those sizes and symbolic numbers.
     With ``torch_function_free`` every check after the mode-state ones runs under
     ``torch._C.DisableTorchFunction`` (the call's modes, or its inputs'
-    ``__torch_function__``, must not run when a guard reads a tensor's metadata)."""
+    ``__torch_function__``, must not run when a guard reads a tensor's metadata).
+    ``frame``: the frame's values (its locals by name) when the guard is built; with them,
+    the checks that only fixed objects' state decides are run only when that state
+    changed (``guards/footprint.py``: a two-tier guard; not with ``torch_function_free``)."""
     relaxed_tensors = relaxed_tensors or {}
     closure_index = tuple((n, i) for i, n in enumerate(code.co_freevars)) if closure_arg else ()
     c = _Consts()
@@ -403,71 +438,293 @@ def build_guard_function(guards: list[Guard], code: types.CodeType, fn: types.Fu
     fast = _collect_parts(merge_absent_keys(ordered), scope(uses=counting.counts), c, *options)  # shared reads
 
     sig = signature_text(code, ("___closure",) if closure_arg else ())
-    helpers = {"___dispatch_keys": torch._C._dispatch_keys,
-               "___object_getattribute": object.__getattribute__,
-               "___G": fn.__globals__, "___self_fn": fn}
-    if shape_guards is not None:  # what the ShapeEnv's printer writes
-        helpers.update(math=math, sympy_floor=math.floor)
-    helpers.update(___no_torch_function=torch._C.DisableTorchFunction, ___no_context=contextlib.nullcontext)
-    cell_names = list(c.names) + list(helpers)
-    free = [] if closure_arg else list(code.co_freevars)
     n_mode_state = sum(1 for q in global_state if q.name in MODE_STATE)
     n_state = n_mode_state if torch_function_free else 0
     body = " and\n                ".join(f"({p.expr})" for p in fast[n_state:]) or "True"
-    if n_state:
-        state = " and ".join(f"({p.expr})" for p in fast[:n_state])
-        body = (f"{state}):\n"
-                f"                return False\n"
-                f"            with ___no_torch_function():\n"
-                f"                return ({body}")
-    guard_src = (
-        f"    def ___guard({sig}):\n"
+    footprint = (analyze(ordered, frame, fn.__globals__)
+                 if frame is not None and config.guard_snapshots and not closure_arg and fn.__code__ is code
+                 and not n_state and len(ordered) >= TWO_TIERS_FROM else None)
+    if footprint is not None and len(footprint.covered) < TWO_TIERS_FROM:
+        footprint = None  # (reading the words would cost more than the checks it saves)
+    if footprint is None:
+        if n_state:  # the mode state first, then every other check without torch function
+            state = " and ".join(f"({p.expr})" for p in fast[:n_state])
+            body = (f"{state}):\n"
+                    f"                return False\n"
+                    f"            with ___no_torch_function():\n"
+                    f"                return ({body}")
+        guard_src = (
+            f"    def ___guard({sig}):\n"
+            f"        try:\n"
+            + (f"            if not ({body})\n" if n_state else f"            return ({body})\n") +
+            f"        except Exception:  # a value of another shape: not this entry\n"
+            f"            return False\n"
+        )
+        words: list = []
+    else:
+        guard_src = _two_tier_source(code, sig, body, footprint, ordered, scope, c, options)
+        words = footprint.words
+    recipe = GuardRecipe(code.co_name, sig, list(c.names), list(c.info), _helper_names(shape_guards is not None),
+                         [] if closure_arg else list(code.co_freevars), closure_arg, guard_src, parts,
+                         (frozenset(code.co_varnames + code.co_freevars), tuple(safe_names(code).items()),
+                          closure_index), words=words, n_mode_state=n_mode_state)
+    return instantiate_guard(recipe, fn, c.values)
+
+
+#: guards with fewer checks that the words decide stay one tier (the words' read costs
+#: about a microsecond; a check tens of nanoseconds)
+TWO_TIERS_FROM = 24
+
+
+def _two_tier_source(code, sig: str, body: str, footprint, ordered: list[Guard], scope, c, options) -> str:
+    """``___guard``: when the footprint's words are as last seen, only the checks they do
+    not cover (arguments, tensors, global torch state...); otherwise ``___full`` (every
+    check), after which :class:`FastState` takes a new snapshot (``guards/footprint.py``).
+    ``___pins`` returns the objects whose words are read."""
+    residual = [g for i, g in enumerate(ordered) if i not in footprint.covered]
+    counting = scope(count=True)
+    _collect_parts(residual, counting, c, *options)
+    fast = _collect_parts(merge_absent_keys(residual), scope(uses=counting.counts), c, *options)
+    fast_body = " and\n                    ".join(f"({p.expr})" for p in fast) or "True"
+    pin_scope = scope(count=True)
+    for pin in footprint.pins:
+        if not isinstance(pin, str):
+            pin.guard_expr(pin_scope)
+    cse = scope(uses=pin_scope.counts)
+    pins = "".join(f"{p if isinstance(p, str) else p.guard_expr(cse)}, " for p in footprint.pins)
+    forward = call_text(code, ("___closure",) if "___closure" in sig else ())
+    return (
+        f"    def ___full({sig}):\n"
         f"        try:\n"
-        + (f"            if not ({body})\n" if n_state else f"            return ({body})\n") +
+        f"            return ({body})\n"
         f"        except Exception:  # a value of another shape: not this entry\n"
         f"            return False\n"
+        f"    def ___pins({sig}):\n"
+        f"        return ({pins})\n"
+        f"    def ___guard({sig}):\n"
+        f"        ___s = ___state.words\n"
+        f"        if ___s is not None:\n"
+        f"            try:\n"
+        f"                if ___s[0](___s[1]).tobytes() == ___s[2]:  # nothing the covered checks read changed\n"
+        f"                    return ({fast_body})\n"
+        f"            except Exception:\n"
+        f"                return False\n"
+        f"        return ___state.slow({forward})\n"
+        f"    ___guard = (___guard, ___full, ___pins)\n"
     )
-    # ___failures evaluates the same checks one by one and describes each that fails (a
-    # tensor's metadata read without torch function: the call's modes must not see it)
-    rows = "".join(
-        f"                ({p.label + ': ' + p.expr!r}, lambda: {p.expr}, "
-        f"{'None' if p.actual is None else 'lambda: ' + p.actual}, {p.expected!r}, "
-        f"{'___no_torch_function' if i >= n_mode_state else '___no_context'}),\n"
-        for i, p in enumerate(parts))
-    why_src = (
-        f"    def ___failures({sig}):\n"
-        "        ___out = []\n"
-        "        for ___label, ___check, ___actual, ___expected, ___context in (\n"
-        f"{rows}"
-        "        ):\n"
-        "            try:\n"
-        "                with ___context():\n"
-        "                    if ___check():\n"
-        "                        continue\n"
-        "                    ___text = ___label\n"
-        "                    if ___actual is not None:\n"
-        "                        try:\n"
-        "                            ___got = repr(___actual())\n"
-        "                        except Exception as e:\n"
-        "                            ___got = f'<raised {type(e).__name__}>'\n"
-        "                        ___text += f' (expected {___expected}, actual {___got[:80]})'\n"
-        "            except Exception as e:\n"
-        "                ___text = f'{___label} (raised {type(e).__name__}: {e})'\n"
-        "            ___out.append(___text)\n"
-        "        return ___out\n"
-    )
-    cells = dict(zip(cell_names, [*c.values, *helpers.values()], strict=True))
-    real_cells = {} if closure_arg else dict(zip(code.co_freevars, fn.__closure__ or (), strict=True))
 
-    def make(body_src: str, name: str):
-        src = f"def ___make({', '.join(cell_names + free)}):\n{body_src}    return {name}\n"
-        ns: dict[str, Any] = {}
-        exec(compile(src, f"<graphjit guard {code.co_name}>", "exec"), ns)
-        made = ns["___make"](*[cells[n] for n in cell_names], *[None for _ in free])
-        return _rebind(made, fn, cells, real_cells)
 
-    check = make(guard_src, "___guard")
-    return GuardFunction(check, lambda: make(why_src, "___failures"), textwrap.dedent(guard_src), parts)
+def call_text(code: types.CodeType, extra_kwonly: tuple[str, ...] = ()) -> str:
+    """Arguments that pass a function's own parameters on, for its signature."""
+    rename = safe_names(code)
+    names = tuple(rename.get(n, n) for n in code.co_varnames)
+    npos, nkw = code.co_argcount, code.co_kwonlyargcount
+    parts = list(names[:npos])
+    i = npos + nkw
+    if code.co_flags & inspect.CO_VARARGS:
+        parts.append("*" + names[i])
+        i += 1
+    parts += [f"{n}={n}" for n in (*names[npos:npos + nkw], *extra_kwonly)]
+    if code.co_flags & inspect.CO_VARKEYWORDS:
+        parts.append("**" + names[i])
+    return ", ".join(parts)
+
+
+#: snapshots a two-tier guard takes before it checks everything on every call
+VOLATILE = 32
+
+
+class FastState:
+    """The snapshot a two-tier guard compares (see :func:`_two_tier_source`): ``words``
+    is ``(take, indices, snapshot)`` (``memory.reader``) or ``None`` (no snapshot yet, or
+    the shortcut is off).
+    :meth:`slow` runs every check; when they pass, it pins the objects again and reads
+    their words.  A change in a word that decides how a lookup resolves (a type, an MRO,
+    a class's dict) turns the shortcut off for good: the covered checks then run on
+    every call; so does a snapshot taken :data:`VOLATILE` times (a word that changes on
+    most calls, such as the tag of a module's globals where the program counts calls in
+    a global, would make every call pay for the full check plus a new snapshot)."""
+
+    __slots__ = ("words", "full", "pins", "kinds", "held", "off", "snapshots")
+
+    def __init__(self, kinds: list[tuple[int, str]]) -> None:
+        self.kinds = kinds
+        self.words = self.full = self.pins = self.held = None
+        self.off = not memory.AVAILABLE
+        self.snapshots = 0
+
+    def __repr__(self) -> str:
+        return f"FastState({len(self.kinds)} words, {'off' if self.off else 'on'})"
+
+    def slow(self, *args, **kwargs) -> bool:
+        if not self.full(*args, **kwargs):
+            return False
+        if self.off:
+            return True
+        self.snapshots += 1
+        if self.snapshots > VOLATILE:
+            self.off, self.words, self.held = True, None, None
+            return True
+        try:
+            held = self.pins(*args, **kwargs)
+            take, indices = memory.reader(word_addresses(held, self.kinds))
+        except Exception:  # (an object changed so that a word is not where it was)
+            self.off, self.words, self.held = True, None, None
+            return True
+        values = take(indices)
+        old = self.words
+        if old is not None and any(kind in STRUCTURAL and a != b for (_, kind), a, b
+                                   in zip(self.kinds, old[0](old[1]), values)):
+            self.off, self.words, self.held = True, None, None
+            return True
+        self.held = held  # (keeps every object whose words are read alive)
+        self.words = (take, indices, values.tobytes())
+        return True
+
+
+@dataclasses.dataclass(eq=False)
+class GuardRecipe:
+    """What a guard function is made from, with its constants kept apart from its code, so
+    that the same guard can be made again for another function object of the same code
+    (another process: ``graphjit.cache``) with constants found again there.
+
+    The generated source defines ``___make(<cells>, <free variables>)`` returning the
+    check; ``cell_names`` are the constants (``consts``, in order) then the helpers
+    (:func:`guard_helpers`, rebuilt from the function); ``free`` the user function's free
+    variables the checks read (bound to its own cells).  ``scope_args`` are the
+    :class:`GuardScope` arguments that render sources for this guard (the cache renders
+    the sources of identity constants with them)."""
+
+    name: str
+    sig: str
+    const_names: list[str]
+    consts: list[ConstInfo]
+    helper_names: list[str]
+    free: list[str]
+    closure_arg: bool
+    guard_src: str
+    parts: list[GuardPart]
+    scope_args: tuple = ()
+    #: the words of a two-tier guard, ``(pin index, kind)`` (empty: one tier)
+    words: list = dataclasses.field(default_factory=list)
+    #: how many of ``parts`` are the mode-state checks (run with torch function on)
+    n_mode_state: int = 0
+    _make_code: types.CodeType | None = None
+
+    def make_code(self) -> types.CodeType:
+        """The compiled ``___make`` of the check (compiled once)."""
+        if self._make_code is None:
+            self._make_code = compile(self.module_src(self.guard_src, "___guard"),
+                                      f"<graphjit guard {self.name}>", "exec")
+        return self._make_code
+
+    def why_src(self) -> str:
+        """``___failures``: the same checks one by one, describing each that fails (a
+        tensor's metadata read without torch function: the call's modes must not see it)."""
+        rows = "".join(
+            f"                ({p.label + ': ' + p.expr!r}, lambda: {p.expr}, "
+            f"{'None' if p.actual is None else 'lambda: ' + p.actual}, {p.expected!r}, "
+            f"{'___no_torch_function' if i >= self.n_mode_state else '___no_context'}),\n"
+            for i, p in enumerate(self.parts))
+        return (
+            f"    def ___failures({self.sig}):\n"
+            "        ___out = []\n"
+            "        for ___label, ___check, ___actual, ___expected, ___context in (\n"
+            f"{rows}"
+            "        ):\n"
+            "            try:\n"
+            "                with ___context():\n"
+            "                    if ___check():\n"
+            "                        continue\n"
+            "                    ___text = ___label\n"
+            "                    if ___actual is not None:\n"
+            "                        try:\n"
+            "                            ___got = repr(___actual())\n"
+            "                        except Exception as e:\n"
+            "                            ___got = f'<raised {type(e).__name__}>'\n"
+            "                        ___text += f' (expected {___expected}, actual {___got[:80]})'\n"
+            "            except Exception as e:\n"
+            "                ___text = f'{___label} (raised {type(e).__name__}: {e})'\n"
+            "            ___out.append(___text)\n"
+            "        return ___out\n"
+        )
+
+    def module_src(self, body_src: str, name: str, extra: list[str] = ()) -> str:
+        """Source of ``___make(<constants>, <extra>, <helpers>, <free variables>)``
+        defining ``body_src`` and returning ``name``."""
+        cells = self.const_names + list(extra) + self.helper_names
+        return f"def ___make({', '.join(cells + self.free)}):\n{body_src}    return {name}\n"
+
+
+def _helper_names(shapes: bool) -> list[str]:
+    names = ["___dispatch_keys", "___object_getattribute", "___G", "___self_fn", "___state", "___builtins_dict",
+             "___no_torch_function", "___no_context"]
+    return names + ["math", "sympy_floor"] if shapes else names
+
+
+def guard_helpers(recipe: GuardRecipe, fn: types.FunctionType) -> list[Any]:
+    """The values of the recipe's helper cells for the function ``fn`` (a new
+    :class:`FastState` each time)."""
+    known = {"___dispatch_keys": torch._C._dispatch_keys, "___object_getattribute": object.__getattribute__,
+             "___G": fn.__globals__, "___self_fn": fn, "math": math, "sympy_floor": math.floor,
+             "___builtins_dict": builtins_dict, "___no_torch_function": torch._C.DisableTorchFunction,
+             "___no_context": contextlib.nullcontext}
+    return [FastState(recipe.words) if n == "___state" else known[n] for n in recipe.helper_names]
+
+
+def _connect(recipe: GuardRecipe, fn, made: tuple, cells: list, names: list[str]):
+    guard, full, pins = made
+    state = cells[names.index("___state")]
+    state.full, state.pins = full, pins
+    if config.debug_checks:  # (tests) the shortcut must never pass what the full check fails
+        guard = _cross_checked(guard, state)
+    return guard, state
+
+
+def _cross_checked(guard, state: "FastState"):
+    def checked(*args, **kwargs):
+        ok = guard(*args, **kwargs)
+        if ok and not state.full(*args, **kwargs):
+            raise InternalError(f"{guard.__qualname__}: the guard's shortcut passed a call its full check fails")
+        return ok
+
+    checked.__wrapped__ = guard
+    checked.__qualname__ = guard.__qualname__
+    return checked
+
+
+def make_guard_callable(recipe: GuardRecipe, code: types.CodeType, fn: types.FunctionType,
+                        cells: list[Any], names: list[str]):
+    """Run ``code`` (a compiled ``___make``) with ``cells`` (constants, extra, helpers, in
+    ``names`` order) and bind what it returns to ``fn``: its globals, its defaults (so
+    CPython binds arguments as for ``fn``), its free variables' own cells."""
+    ns: dict[str, Any] = {}
+    exec(code, ns)
+    made = ns["___make"](*cells, *[None for _ in recipe.free])
+    real_cells = {} if recipe.closure_arg else dict(zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=True))
+    by_name = dict(zip(names, cells, strict=True))
+    if isinstance(made, tuple):  # a two-tier guard's functions
+        return tuple(_rebind(f, fn, by_name, real_cells) for f in made)
+    return _rebind(made, fn, by_name, real_cells)
+
+
+def instantiate_guard(recipe: GuardRecipe, fn: types.FunctionType, values: list[Any],
+                      make_code: types.CodeType | None = None) -> GuardFunction:
+    """The :class:`GuardFunction` of ``recipe`` for ``fn``, its constants ``values``."""
+    cells = [*values, *guard_helpers(recipe, fn)]
+    names = recipe.const_names + recipe.helper_names
+
+    def failures():
+        code = compile(recipe.module_src(recipe.why_src(), "___failures"), f"<graphjit guard {recipe.name}>", "exec")
+        return make_guard_callable(recipe, code, fn, cells, names)
+
+    check = make_guard_callable(recipe, make_code or recipe.make_code(), fn, cells, names)
+    state = None
+    if isinstance(check, tuple):  # two tiers: connect the snapshot to the full check and pins
+        check, state = _connect(recipe, fn, check, cells, names)
+    guard = GuardFunction(check, failures, textwrap.dedent(recipe.guard_src), recipe.parts)
+    guard.recipe, guard.fast_state = recipe, state
+    return guard
 
 
 def _rebind(made: types.FunctionType, fn: types.FunctionType, cells: dict, real: dict):

@@ -306,11 +306,26 @@ def _entry_guard(fn, output: OutputGraph, global_state, hooks: Hooks, closure_ar
                                  relaxed_tensors=relaxed_tensor_checks(output, hooks),
                                  check_defaults=not closure_arg,
                                  dynamic_tensors=output.dynamic_tensors, shape_guards=shape_guards,
-                                 torch_function_free=tf_free)
+                                 torch_function_free=tf_free,
+                                 frame=None if closure_arg else frame_values(fn, f_args))
     if config.debug_checks and not closure_arg:
         with torch_function_as_at_call(output.torch_function):
             _check_guard_holds(guard, fn, f_args)
     return guard, list(dict.fromkeys(p.label for p in guard.parts))
+
+
+def frame_values(fn, f_args) -> dict | None:
+    """The frame's values by name (arguments, free variables) for the guard's analysis."""
+    try:
+        values = bind_frame_locals(fn, *f_args)
+    except TypeError:
+        return None
+    for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
+        try:
+            values.setdefault(name, cell.cell_contents)
+        except ValueError:  # (an empty cell)
+            pass
+    return values
 
 
 def has_subclass_inputs(output: OutputGraph) -> bool:

@@ -35,7 +35,7 @@ from ..report import record
 from ..variables.mode_stack import is_mode_exit
 from ..variables.object_protocol import type_attr_raw
 from ..trace_rules import Rule, forget_frame_decisions, frame_rule, register_dependent_cache, register_library_rule
-from . import stats
+from . import persist, stats
 from .convert_frame import (EAGER_THIS_CALL, PLAIN_THIS_CALL, TRANSPARENT_CODES, CacheEntry, Hooks, RunEagerly,
                             convert_frame, inside_functorch_transform)
 from .eager_frames import Interceptor, has_tensor, skip_frame, uses_torch_global
@@ -57,6 +57,7 @@ class CompileSession:
 
     def __init__(self, backend, fullgraph: bool, mode, options, dynamic) -> None:
         self.backend, self.fullgraph, self.dynamic = backend, fullgraph, dynamic
+        self.mode, self.options = mode, options
         self.compiler_fn = lookup_backend(backend, mode, options)
         self.lock = threading.RLock()
         self._resumes: dict[types.CodeType, CompiledFunction] = {}
@@ -177,6 +178,16 @@ class NestedDispatcher:
                 skip_frame(fn, f"recompile limit ({config.recompile_limit}) reached")
             self._run_eagerly = True
             return None
+        disk_kwargs = {**kwargs, "___closure": fn.__closure__}
+        entry = persist.load(self, fn, self.code, "nested", args, disk_kwargs)
+        if isinstance(entry, persist.cache.Skipped):
+            skip_frame(fn, entry.reason)
+            self._run_eagerly = True
+            return None
+        if entry is not None:
+            self._entries = [*self._entries, entry]
+            _nested_live.add(self)
+            return entry
         stats.bump("frames_total")
         try:
             with record.compiling(fn) as recording:
@@ -190,16 +201,24 @@ class NestedDispatcher:
             return fn
         if isinstance(entry, RunEagerly):
             skip_frame(fn, entry.reason)
+            persist.save_skip(self, self.code, "nested", entry.reason)
             self._run_eagerly = True
             return None
         stats.bump("frames_ok")
+        persist.save(self, fn, self.code, "nested", entry, args, disk_kwargs)
         self._entries = [*self._entries, entry]
         _nested_live.add(self)
         return entry
 
+    @property
+    def _session(self) -> CompileSession:
+        return self.session
+
     def _reset(self) -> None:
         self._entries = []
         self._run_eagerly = False
+        if self.__dict__.get("_disk") is not None:
+            self._disk.reset()
 
 
 class _BoundNested:
@@ -333,6 +352,8 @@ class CompiledFunction:
         self._entries = []
         self._fast = []
         self._run_eagerly = False
+        if self.__dict__.get("_disk") is not None:
+            self._disk.reset()
 
     def _skip(self, reason: str) -> None:
         self._run_eagerly = True
@@ -381,6 +402,13 @@ class CompiledFunction:
             self._skip(f"recompile limit ({config.recompile_limit}) reached; last guard failure: {reason}")
             return self._eager()
         reason = None
+        entry = persist.load(self, self._fn, self._fn.__code__, "function", args, kwargs)
+        if isinstance(entry, persist.cache.Skipped):
+            self._skip(entry.reason)
+            return self._eager()
+        if entry is not None:  # written by an earlier process: no trace
+            self._install(entry)
+            return entry.fn
         if self._entries:
             stats.bump("recompiles")
             reason = self.recompile_reason(args, kwargs)
@@ -399,6 +427,7 @@ class CompiledFunction:
             if self._fullgraph:
                 raise
             self._skip(e.reason)
+            persist.save_skip(self, self._fn.__code__, "function", e.reason)
             return self._eager()
         except ConstraintViolationError:  # the user's mark_dynamic cannot hold: theirs to fix
             raise
@@ -423,13 +452,18 @@ class CompiledFunction:
             return self._fn
         if isinstance(entry, RunEagerly):
             self._skip(entry.reason)
+            persist.save_skip(self, self._fn.__code__, "function", entry.reason)
             return self._eager()
         stats.bump("frames_ok")
         for g in entry.graphs:
             stats.record("graphs", g)
-        self._entries = [*self._entries, entry]
-        self._fast = [*self._fast, (recording.check(entry.guard.check), entry.fn)]
+        persist.save(self, self._fn, self._fn.__code__, "function", entry, args, kwargs)
+        self._install(entry, recording.check(entry.guard.check))
         return entry.fn
+
+    def _install(self, entry: CacheEntry, check=None) -> None:
+        self._entries = [*self._entries, entry]
+        self._fast = [*self._fast, (check or entry.guard.check, entry.fn)]
 
 
 def leave_with_blocks(args: tuple, exc: BaseException) -> None:

@@ -29,7 +29,7 @@ _stats: dict[str, Any] = {}
 def clear() -> None:
     _stats.clear()
     _stats.update(graph_breaks=0, break_reasons=[], frames_total=0, frames_ok=0, recompiles=0,
-                  graphs=[], skipped_frames=[])
+                  graphs=[], skipped_frames=[], cache_hits=0, cache_misses=0, cache_writes=0, cache_events=[])
 
 
 def bump(key: str, n: int = 1) -> None:
@@ -45,7 +45,8 @@ def record(key: str, item: Any) -> None:
 
 def snapshot() -> dict[str, Any]:
     """The public view: graph_breaks, break_reasons, frames_total, frames_ok, recompiles,
-    skipped_frames."""
+    skipped_frames, and the persistent cache's cache_hits, cache_misses, cache_writes and
+    cache_events (one per frame looked up or written)."""
     return {
         "graph_breaks": _stats["graph_breaks"],
         "break_reasons": list(_stats["break_reasons"]),
@@ -53,6 +54,10 @@ def snapshot() -> dict[str, Any]:
         "frames_ok": _stats["frames_ok"],
         "recompiles": _stats["recompiles"],
         "skipped_frames": list(_stats["skipped_frames"]),
+        "cache_hits": _stats["cache_hits"],
+        "cache_misses": _stats["cache_misses"],
+        "cache_writes": _stats["cache_writes"],
+        "cache_events": list(_stats["cache_events"]),
     }
 
 

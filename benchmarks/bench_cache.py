@@ -1,0 +1,318 @@
+"""Compile and run cost: the persistent cache, guard time, depth scaling, steady state.
+
+    python benchmarks/bench_cache.py [--sections cache,guards,depth,steady]
+                                     [--models gpt2,bert,...] [--inductor] [--json out.json]
+
+Sections (each a markdown table on stdout; progress on stderr):
+
+``cache``  cold vs warm process.  For each model, a new Python process with an empty
+    ``GRAPHJIT_CACHE_DIR`` builds the model (``model_zoo.py``), compiles it and times its
+    first call (trace + backend + run: *cold*); a second process with the same directory
+    does the same (*warm*: the entries are loaded, no trace).  Both check the result
+    against eager and report ``graphjit.stats()["frames_total"]`` (frames traced; 0 when
+    warm).  ``--inductor`` adds the inductor backend (its own FX graph / AOTAutograd
+    caches in a temporary ``TORCHINDUCTOR_CACHE_DIR`` shared by the two processes).
+``guards`` guard time per call: every guard check one model call runs, recorded with its
+    arguments and replayed (``_guard_timing.py``), with two-tier guards off
+    (``config.guard_snapshots = False``, every check on every call) and on.
+``depth``  cold first call of GPT-2 (the zoo's tiny config) with 2, 6, 12 and 24 layers,
+    graphjit and torch.compile, backend ``eager``, in one process (both reset and a fresh
+    model before each compile; one round: the runs are long enough), with
+    ``use_cache=False`` (the blocks are traced once: ``config.reuse_repeated_blocks``)
+    and ``use_cache=True`` (each block writes the ``DynamicCache``: a side effect, so
+    every block is traced inline).
+``steady`` steady state of single-graph models (the zoo's, plus peft LoRA on GPT-2 and
+    LLaMA and an x-transformers decoder), backend ``eager``: eager, graphjit and
+    torch.compile timed interleaved (``harness.interleaved``), median per call, and the
+    ratio graphjit / torch.compile.
+
+Method as ``bench_models.py``: graphjit imported before ``torch._dynamo``, one intra-op
+thread, gc paused in timed regions, ``torch.no_grad()``, tiny configs (hidden 32, 8
+tokens) so that framework costs show.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import torch  # noqa: E402
+
+import graphjit  # noqa: E402
+import harness  # noqa: E402  (imports torch._dynamo after graphjit)
+import model_zoo  # noqa: E402
+from _guard_timing import guard_us_per_call  # noqa: E402
+
+DEFAULT_MODELS = ("gpt2", "bert", "llama", "vit", "t5")
+STEADY_MODELS = ("gpt2", "bert", "distilbert", "llama", "vit", "lora_gpt2", "lora_llama", "x_transformers")
+
+
+def log(*a) -> None:
+    print(*a, file=sys.stderr, flush=True)
+
+
+def geomean(xs) -> float:
+    xs = [x for x in xs if x and x > 0 and not math.isnan(x)]
+    return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
+
+
+# -- one process of the cache section --------------------------------------------------
+def child(model: str, backend: str) -> None:
+    """Run in a new process: compile ``model``, time its first call, print a JSON line."""
+    harness.silence_torch_compile()
+    torch.set_num_threads(1)
+    spec = model_zoo.MODELS[model]()
+    with torch.no_grad():
+        expected = spec.model(**spec.kwargs)
+        compiled = graphjit.compile(spec.model, backend=backend)
+        t0 = time.perf_counter()
+        got = compiled(**spec.kwargs)
+        first = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        compiled(**spec.kwargs)
+        second = time.perf_counter() - t0
+    s = graphjit.stats()
+    print("RESULT " + json.dumps({
+        "first_s": first, "second_s": second, "frames": s["frames_total"], "hits": s.get("cache_hits", 0),
+        "same": not model_zoo.differences(got, expected, spec.keys)}), flush=True)
+
+
+def run_child(model: str, backend: str, cache_dir: str, inductor_dir: str) -> dict:
+    env = {**os.environ, "GRAPHJIT_CACHE_DIR": cache_dir, "TORCHINDUCTOR_CACHE_DIR": inductor_dir,
+           "PYTHONPATH": os.pathsep.join([str(HERE.parent / "src"), os.environ.get("PYTHONPATH", "")])}
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, __file__, "--child", model, backend], env=env,
+                          capture_output=True, text=True, timeout=900)
+    wall = time.perf_counter() - t0
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
+    if line is None:
+        return {"error": proc.stderr[-300:]}
+    out = json.loads(line[len("RESULT "):])
+    out["process_s"] = wall
+    return out
+
+
+def section_cache(models, backends) -> list[dict]:
+    rows = []
+    print("\n## Cold vs warm process (first call, seconds; frames traced)\n")
+    print("| model | backend | cold first call | warm first call | warm/cold | frames cold / warm | "
+          "process cold / warm | == eager |")
+    print("|---|---|---|---|---|---|---|---|")
+    for backend in backends:
+        for model in models:
+            with tempfile.TemporaryDirectory() as d:
+                cache, ind = os.path.join(d, "graphjit"), os.path.join(d, "inductor")
+                log(f"cache: {model} {backend} cold")
+                cold = run_child(model, backend, cache, ind)
+                log(f"cache: {model} {backend} warm")
+                warm = run_child(model, backend, cache, ind)
+            if "error" in cold or "error" in warm:
+                print(f"| {model} | {backend} | error: {(cold.get('error') or warm.get('error'))[-80:]!r} |")
+                continue
+            ratio = warm["first_s"] / cold["first_s"]
+            rows.append({"model": model, "backend": backend, "cold": cold, "warm": warm, "ratio": ratio})
+            print(f"| {model} | {backend} | {cold['first_s']:.3f} | {warm['first_s']:.3f} | {ratio:.3f} | "
+                  f"{cold['frames']} / {warm['frames']} | {cold['process_s']:.1f} / {warm['process_s']:.1f} | "
+                  f"{'yes' if cold['same'] and warm['same'] else 'NO'} |")
+    for backend in backends:
+        r = [x["ratio"] for x in rows if x["backend"] == backend]
+        print(f"\nwarm/cold geomean ({backend}): **{geomean(r):.3f}**")
+    return rows
+
+
+# -- guard time ----------------------------------------------------------------------------
+def section_guards(models) -> list[dict]:
+    rows = []
+    print("\n## Guard time per call (µs; every check one call runs)\n")
+    print("| model | checks | all checks every call | two-tier | ratio |")
+    print("|---|---|---|---|---|")
+    old = graphjit.config.guard_snapshots
+    try:
+        for model in models:
+            res = {}
+            for snap in (False, True):
+                graphjit.config.guard_snapshots = snap
+                graphjit.reset()
+                spec = model_zoo.MODELS[model]()
+                compiled = graphjit.compile(spec.model, backend="eager")
+                with torch.no_grad():
+                    compiled(**spec.kwargs)
+                    compiled(**spec.kwargs)
+                    res[snap] = guard_us_per_call(lambda: compiled(**spec.kwargs))
+                parts = sum(len(e.guard.parts) for cf in list(graphjit.runtime.dispatch._live)
+                            for e in cf._entries)
+            rows.append({"model": model, "off_us": res[False][0], "on_us": res[True][0], "checks": parts})
+            print(f"| {model} | {parts} | {res[False][0]:.1f} | {res[True][0]:.1f} | "
+                  f"{res[True][0] / res[False][0]:.3f} |", flush=True)
+    finally:
+        graphjit.config.guard_snapshots = old
+        graphjit.reset()
+    return rows
+
+
+# -- depth -----------------------------------------------------------------------------------
+def gpt2_layers(n: int, use_cache: bool = True):
+    tf = model_zoo._tf()
+    cfg = tf.GPT2Config(n_layer=n, n_embd=32, n_head=2, n_inner=64, vocab_size=model_zoo.VOCAB, n_positions=64,
+                        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, attn_implementation="eager")
+    torch.manual_seed(0)
+    return tf.GPT2LMHeadModel(cfg).eval(), {"input_ids": model_zoo._ints(1, model_zoo.SEQ), "use_cache": use_cache}
+
+
+def section_depth(depths=(2, 6, 12, 24), use_cache: bool = True) -> list[dict]:
+    rows = []
+    print(f"\n## Cold first call vs depth (GPT-2, use_cache={use_cache}, backend eager, seconds)\n")
+    print("| layers | graphjit | torch.compile | gj/tc |")
+    print("|---|---|---|---|")
+    old = graphjit.config.cache_dir
+    graphjit.config.cache_dir = None  # (a cold trace, not a load)
+    try:
+        with torch.no_grad():
+            for system in harness.SYSTEMS:  # warm-up: lazy imports not counted
+                system.reset()
+                m, kw = gpt2_layers(1)
+                system.compile(m, "eager")(**kw)
+            for n in depths:
+                times = {}
+                for system in harness.SYSTEMS:
+                    system.reset()
+                    m, kw = gpt2_layers(n, use_cache)
+                    compiled = system.compile(m, "eager")
+                    log(f"depth: {n} layers, {system.name}")
+                    with harness.gc_paused():
+                        t0 = time.perf_counter()
+                        compiled(**kw)
+                        times[system.name] = time.perf_counter() - t0
+                gj, tc = times["graphjit"], times["torch.compile"]
+                rows.append({"layers": n, "graphjit": gj, "torch.compile": tc})
+                print(f"| {n} | {gj:.2f} | {tc:.2f} | {gj / tc:.2f} |", flush=True)
+    finally:
+        graphjit.config.cache_dir = old
+    if len(rows) >= 2:
+        print(f"\n{rows[-1]['layers']} / {rows[0]['layers']} layers: graphjit "
+              f"×{rows[-1]['graphjit'] / rows[0]['graphjit']:.2f}, torch.compile "
+              f"×{rows[-1]['torch.compile'] / rows[0]['torch.compile']:.2f}")
+    return rows
+
+
+# -- steady state ----------------------------------------------------------------------------
+def _lora_gpt2() -> model_zoo.Spec:
+    import peft
+
+    spec = model_zoo.gpt2()
+    cfg = peft.LoraConfig(r=4, lora_alpha=8, target_modules=["c_attn", "c_proj"], lora_dropout=0.0,
+                          fan_in_fan_out=True)
+    return model_zoo.Spec(peft.get_peft_model(spec.model, cfg).eval(),
+                          {"input_ids": spec.kwargs["input_ids"], "use_cache": False}, ("logits",))
+
+
+def _lora_llama() -> model_zoo.Spec:
+    import peft
+
+    spec = model_zoo.llama()
+    cfg = peft.LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], lora_dropout=0.0)
+    return model_zoo.Spec(peft.get_peft_model(spec.model, cfg).eval(), spec.kwargs, spec.keys)
+
+
+def _x_decoder() -> model_zoo.Spec:
+    from x_transformers import Decoder, TransformerWrapper
+
+    torch.manual_seed(0)
+    model = TransformerWrapper(num_tokens=model_zoo.VOCAB, max_seq_len=64,
+                               attn_layers=Decoder(dim=32, depth=2, heads=2)).eval()
+    return model_zoo.Spec(model, {"x": model_zoo._ints(model_zoo.BATCH, model_zoo.SEQ)}, ())
+
+
+#: single-graph models from other libraries (peft LoRA, an x-transformers decoder)
+LIBRARY_MODELS = {"lora_gpt2": _lora_gpt2, "lora_llama": _lora_llama, "x_transformers": _x_decoder}
+
+
+def section_steady(models, rounds: int = 15, inner: int = 20) -> list[dict]:
+    rows = []
+    print("\n## Steady state, backend eager (µs per call, median)\n")
+    print("| model | graphs gj / tc | eager | graphjit | torch.compile | gj/tc |")
+    print("|---|---|---|---|---|---|")
+    old = graphjit.config.cache_dir
+    graphjit.config.cache_dir = None
+    try:
+        for model in models:
+            try:
+                spec = {**model_zoo.MODELS, **LIBRARY_MODELS}[model]()
+                compiled, graphs = {}, {}
+                for system in harness.SYSTEMS:
+                    system.reset()
+                    counter = system.counter()
+                    compiled[system.name] = system.compile(spec.model, counter)
+                    with torch.no_grad():
+                        for _ in range(3):
+                            compiled[system.name](**spec.kwargs)
+                    graphs[system.name] = counter.frame_count
+            except Exception as e:  # (a model a system fails on: its row says so, the run goes on)
+                print(f"| {model} | error ({system.name}): {harness.short_error(e)} |", flush=True)
+                continue
+            kw = spec.kwargs
+            calls = {"eager": lambda: spec.model(**kw), "graphjit": lambda: compiled["graphjit"](**kw),
+                     "torch.compile": lambda: compiled["torch.compile"](**kw)}
+            log(f"steady: {model}")
+            with torch.no_grad():
+                samples = harness.interleaved(calls, (), rounds, inner)
+            med = {k: harness.median(v) / 1e3 for k, v in samples.items()}
+            ratio = med["graphjit"] / med["torch.compile"]
+            rows.append({"model": model, **med, "ratio": ratio, "graphs": graphs})
+            print(f"| {model} | {graphs['graphjit']} / {graphs['torch.compile']} | {med['eager']:.0f} | "
+                  f"{med['graphjit']:.0f} | {med['torch.compile']:.0f} | {ratio:.3f} |", flush=True)
+    finally:
+        graphjit.config.cache_dir = old
+        for system in harness.SYSTEMS:
+            system.reset()
+    print(f"\ngj/tc geomean: **{geomean([r['ratio'] for r in rows]):.3f}**")
+    return rows
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--sections", default="cache,guards,depth,steady")
+    p.add_argument("--models", default=",".join(DEFAULT_MODELS))
+    p.add_argument("--steady-models", default=",".join(STEADY_MODELS))
+    p.add_argument("--depths", default="2,6,12,24")
+    p.add_argument("--use-cache", default="both", choices=("both", "on", "off"),
+                   help="depth section: GPT-2's use_cache (a cache update in every block)")
+    p.add_argument("--inductor", action="store_true", help="cache section: also backend inductor")
+    p.add_argument("--json")
+    p.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    a = p.parse_args()
+    if a.child:
+        child(*a.child)
+        return
+    harness.silence_torch_compile()
+    torch.set_num_threads(1)
+    models = a.models.split(",")
+    out = {}
+    sections = a.sections.split(",")
+    if "cache" in sections:
+        out["cache"] = section_cache(models, ["eager"] + (["inductor"] if a.inductor else []))
+    if "guards" in sections:
+        out["guards"] = section_guards(models)
+    if "depth" in sections:
+        depths = tuple(int(d) for d in a.depths.split(","))
+        out["depth"] = [section_depth(depths, use_cache=uc) for uc in
+                        {"both": (False, True), "on": (True,), "off": (False,)}[a.use_cache]]
+    if "steady" in sections:
+        out["steady"] = section_steady(a.steady_models.split(","))
+    if a.json:
+        pathlib.Path(a.json).write_text(json.dumps(out, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,239 @@
+"""graphjit.cache: compiled entries kept on disk, so a new process starts without tracing.
+
+Contract:
+
+* ``graphjit.config.cache_dir`` (from ``GRAPHJIT_CACHE_DIR``, default
+  ``~/.cache/graphjit``; ``None`` or an empty variable: off) holds the entries.
+* After a frame is traced, its entry is written (:meth:`FrameCache.save`): the transformed
+  code and the code of its resume functions (each resume function's own entries are
+  written under its own key when it is traced), the guard with its constants as values,
+  names or slots found again through their sources (``entries.py``), the graphs as FX
+  nodes with their attributes found again the same way (``graphs.py``), keyed by the code
+  object's content, graphjit's and torch's versions, the backend, options and settings
+  (``key.py``).  An entry that holds something that cannot be found again is not written
+  (a log line says why).
+* On a miss in memory, before tracing (:meth:`FrameCache.load`), the entries written for
+  that key are bound to the call (``EntryPayload.bind``); the first whose guard passes is
+  used with no trace.  The backend is called again on the rebuilt graph at its first call
+  (``eager``/``aot_eager`` rebuild from the graph; ``inductor`` hits its own FX graph and
+  AOTAutograd caches).  Anything that changed (edited source, a global, a class attribute,
+  a parameter replaced, another static shape) fails a fingerprint, a reference, the key or
+  the guard, and the frame is traced as without the cache.
+* Files are written atomically; a corrupt or foreign file is skipped with one warning; a
+  reference that leads to something else now makes that entry stale (skipped).
+  ``graphjit.reset()`` leaves the directory alone; :func:`clear` empties it.
+* ``graphjit.stats()`` counts ``cache_hits``/``cache_misses``/``cache_writes`` and lists
+  ``cache_events`` per frame; ``GRAPHJIT_LOGS=cache`` prints each.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import types
+from typing import Any, Callable
+
+from .. import config
+from ..diagnostics import logs
+from ..exc import InternalError
+from . import store
+from .entries import EntryPayload, SessionRefs, arg_types, capture
+from .key import entry_key
+from .portable import NotCacheable, Stale, dumps, loads
+
+
+def cache_dir() -> str | None:
+    """The directory entries are kept in (``None``: the cache is off)."""
+    root = config.cache_dir
+    return os.path.expanduser(root) if root else None
+
+
+def clear() -> None:
+    """Delete every entry in :func:`cache_dir` (``graphjit.reset()`` does not)."""
+    root = cache_dir()
+    if root:
+        store.clear(root)
+
+
+@contextlib.contextmanager
+def disabled():
+    """The cache off inside the block (``graphjit.explain`` must trace)."""
+    old = config.cache_dir
+    config.cache_dir = None
+    try:
+        yield
+    finally:
+        config.cache_dir = old
+
+
+@dataclasses.dataclass(frozen=True)
+class CacheEvent:
+    """One frame's cache outcome: ``"hit"``, ``"miss"``, ``"written"`` or ``"not written"``."""
+
+    frame: str
+    outcome: str
+    detail: str = ""
+
+    def __str__(self) -> str:
+        return f"cache {self.outcome}: {self.frame}" + (f" ({self.detail})" if self.detail else "")
+
+
+#: counted in ``graphjit.stats()`` (the runtime installs its recorder: :func:`set_recorder`)
+_recorder: Callable[[CacheEvent], None] = lambda event: None
+
+
+def set_recorder(record: Callable[[CacheEvent], None]) -> None:
+    global _recorder
+    _recorder = record
+
+
+def _event(frame: str, outcome: str, detail: str = "") -> None:
+    event = CacheEvent(frame, outcome, detail)
+    _recorder(event)
+    logs.emit("cache", str(event))
+
+
+@dataclasses.dataclass(frozen=True)
+class Skipped:
+    """What :meth:`FrameCache.load` returns for a frame an earlier process found nothing to
+    compile in before its first graph break: it runs in Python (with its calls
+    compiled), as it did there, without tracing it again to find that out."""
+
+    reason: str
+
+
+class _Candidate:
+    __slots__ = ("path", "header", "read", "payload", "dead", "used")
+
+    def __init__(self, path: str, header: dict, read: Callable[[], bytes | None]) -> None:
+        self.path, self.header, self.read = path, header, read
+        self.payload: EntryPayload | None = None
+        self.dead = self.used = False
+
+    def load(self) -> EntryPayload | None:
+        if self.payload is None:
+            data = self.read()
+            if data is None:
+                self.dead = True
+                return None
+            self.payload = loads(data)
+        return self.payload
+
+
+class FrameCache:
+    """The disk side of one dispatcher: ``code`` compiled in ``session`` (``kind``:
+    ``"function"``, or ``"nested"`` for the code of functions made per call)."""
+
+    def __init__(self, code: types.CodeType, kind: str, session, qualname: str) -> None:
+        self.code, self.kind, self.session, self.qualname = code, kind, session, qualname
+        self._key: str | None | bool = False  # False: not computed yet
+        self._candidates: list[_Candidate] | None = None
+
+    def __repr__(self) -> str:
+        return f"FrameCache({self.qualname})"
+
+    def key(self) -> str | None:
+        if self._key is False:
+            self._key = entry_key(self.code, self.kind, self.session)
+        return self._key
+
+    def reset(self) -> None:
+        """Forget what was read (``graphjit.reset()``, a changed trace rule: the key too)."""
+        self._candidates = None
+        self._key = False
+
+    def load(self, fn: types.FunctionType, args: tuple, kwargs: dict, refs: SessionRefs,
+             compiler_fn: Callable, finish: Callable) -> tuple | None:
+        """``(guard, function, graphs, labels)`` of a written entry that serves this call,
+        a :class:`Skipped` for a frame that runs in Python, or ``None`` (it is traced)."""
+        root = cache_dir()
+        key = self.key() if root else None
+        if key is None:
+            return None
+        if self._candidates is None:
+            self._candidates = [_Candidate(*found) for found in store.read(root, key)]
+        wanted = arg_types(args, kwargs)
+        tried = 0
+        skipped = None
+        why: list[str] = []
+        for cand in self._candidates:
+            if "skip" in cand.header:
+                skipped = cand
+                continue
+            if cand.dead or cand.used or cand.header.get("arg_types") != wanted:
+                continue
+            tried += 1
+            try:
+                payload = cand.load()
+                if payload is None:
+                    continue
+                bound = payload.bind(fn, args, kwargs, refs, compiler_fn, finish, explain=logs.enabled("cache"))
+            except Stale as e:
+                cand.dead = True
+                _event(self.qualname, "stale", f"{cand.path}: {e}")
+                continue
+            except Exception as e:  # a bad entry is a miss (with a warning), never an error
+                if config.debug_checks and not isinstance(e, (EOFError, ValueError)) and \
+                        type(e).__module__ != "_pickle":
+                    raise InternalError(f"graphjit cache: loading {cand.path}: {type(e).__name__}: {e}") from e
+                cand.dead = True
+                store.bad_entry(cand.path, f"{type(e).__name__}: {e}")
+                continue
+            if isinstance(bound, str):
+                why.append(bound)
+                continue
+            cand.used = True
+            _event(self.qualname, "hit", cand.path)
+            guard, new_fn, graphs = bound
+            return guard, new_fn, graphs, list(dict.fromkeys(p.label for p in guard.parts))
+        if skipped is not None:
+            _event(self.qualname, "hit", f"runs in Python: {skipped.path}")
+            return Skipped(skipped.header["skip"])
+        _event(self.qualname, "miss", f"{tried} written entries tried: {'; '.join(why)}" if tried
+               else "no written entry")
+        return None
+
+    def save_skip(self, reason: str) -> None:
+        """Write that this frame runs in Python (nothing to compile before its first break)."""
+        root = cache_dir()
+        key = self.key() if root else None
+        if key is None:
+            return
+        try:
+            path = store.write(root, key, {"qualname": self.qualname, "skip": reason}, b"")
+        except OSError as e:
+            store.bad_entry(root, f"cannot write: {e}")
+            return
+        _event(self.qualname, "written", f"runs in Python: {path}")
+
+    def save(self, fn: types.FunctionType, guard, entry_fn: types.FunctionType, graphs: list,
+             refs: SessionRefs, args: tuple, kwargs: dict, breaks: list[str]) -> None:
+        """Write the entry just traced (or log why it cannot be written)."""
+        root = cache_dir()
+        key = self.key() if root else None
+        if key is None:
+            return
+        try:
+            payload = capture(self.qualname, guard, fn, entry_fn, graphs, refs, breaks,
+                              symbolic_ok=self.session.backend == "eager")
+            data = dumps(payload)
+            header = {"qualname": self.qualname, "arg_types": arg_types(args, kwargs),
+                      "graphs": len(graphs), "file": self.code.co_filename, "line": self.code.co_firstlineno}
+            path = store.write(root, key, header, data)
+        except NotCacheable as e:
+            _event(self.qualname, "not written", str(e))
+            return
+        except OSError as e:
+            store.bad_entry(root, f"cannot write: {e}")
+            _event(self.qualname, "not written", f"{type(e).__name__}: {e}")
+            return
+        except Exception as e:
+            if config.debug_checks:
+                raise InternalError(f"graphjit cache: writing {self.qualname}: {type(e).__name__}: {e}") from e
+            _event(self.qualname, "not written", f"{type(e).__name__}: {e}")
+            return
+        _event(self.qualname, "written", path)
+
+
+__all__ = ["FrameCache", "SessionRefs", "CacheEvent", "Skipped", "cache_dir", "clear", "disabled", "set_recorder", "NotCacheable"]

@@ -1,0 +1,111 @@
+"""Cache keys: a hash of an explicit details object (what went into a compile), as
+Inductor's ``FxGraphHashDetails``.
+
+:func:`entry_key` hashes: the code object's content (:func:`portable.code_digest`:
+bytecode, constants and nested code, names, file, qualified name, line table), what kind
+of dispatcher compiled it (a function, or the code of functions made per call), the
+session's options (backend, ``mode``, ``options``, ``dynamic``, ``fullgraph``), the
+settings in ``graphjit.config`` that change traces, and the system: graphjit's own sources
+(a digest of every ``.py`` file of the package, so a changed graphjit never reads an older
+entry), torch's version and git revision, and Python's version.  A key that cannot be
+made (a backend that is not found by its name) is ``None``: nothing is read or written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import os
+import sys
+import types
+from typing import Any
+
+import torch
+
+from .. import config, trace_rules
+from .portable import NotCacheable, code_digest, dumps
+
+#: ``graphjit.config`` settings that do not change what a trace produces
+_NOT_IN_KEY = frozenset({"cache_dir", "debug_checks", "recompile_limit", "suppress_errors"})
+
+
+@functools.lru_cache(maxsize=None)
+def graphjit_digest() -> str:
+    """A digest of graphjit's own source files (computed once per process)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    h = hashlib.sha256()
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for name in sorted(filenames):
+            if name.endswith(".py"):
+                path = os.path.join(dirpath, name)
+                h.update(os.path.relpath(path, root).encode())
+                with open(path, "rb") as f:
+                    h.update(f.read())
+    return h.hexdigest()[:32]
+
+
+def system_details() -> tuple:
+    return (graphjit_digest(), torch.__version__, torch.version.git_version, sys.version,
+            sys.implementation.cache_tag)
+
+
+def override_details() -> tuple:
+    """``allow_in_graph``/``disable``/``skip`` overrides: by code digest (another
+    callable's rule only counts, it cannot be named)."""
+    by_code, others = trace_rules.user_overrides()
+    return (tuple(sorted((code_digest(code), rule.name) for code, rule in by_code)),
+            tuple(sorted(rule.name for rule in others)))
+
+
+def config_details() -> tuple:
+    return tuple(sorted((k, repr(v)) for k, v in vars(config).items()
+                        if not k.startswith("_") and k not in _NOT_IN_KEY
+                        and not isinstance(v, (types.ModuleType, types.FunctionType, type))))
+
+
+@dataclasses.dataclass(frozen=True)
+class KeyDetails:
+    """What one key hashes (see the module docstring)."""
+
+    code: str
+    kind: str
+    backend: Any
+    mode: Any
+    options: Any
+    dynamic: Any
+    fullgraph: bool
+    config: tuple
+    overrides: tuple
+    system: tuple
+
+    def digest(self) -> str:
+        return hashlib.sha256(repr(self).encode()).hexdigest()
+
+
+def backend_id(backend: Any) -> Any:
+    """A backend as key material: its name, or a reference to the function (by name, with
+    its code's digest) for a callable; ``NotCacheable`` for anything else."""
+    if isinstance(backend, str):
+        return backend
+    if not isinstance(backend, types.FunctionType):  # (an object's state is not its identity)
+        raise NotCacheable(f"backend {type(backend).__qualname__} object")
+    return hashlib.sha256(dumps(backend)).hexdigest()[:32]
+
+
+def entry_key(code: types.CodeType, kind: str, session) -> str | None:
+    """The key of ``code``'s entries in ``session`` (``kind``: ``"function"`` or
+    ``"nested"``), or ``None`` when the session's backend or options cannot be named."""
+    if code.co_name.startswith("__resume_at_"):  # (its number depends on the order traces ran in)
+        code = code.replace(co_name="__resume_at", co_qualname="__resume_at")
+    try:
+        details = KeyDetails(code_digest(code), kind, backend_id(session.backend), session.mode,
+                             repr(session.options), session.dynamic, session.fullgraph,
+                             config_details(), override_details(), system_details())
+    except NotCacheable:
+        return None
+    return details.digest()
+
+
+__all__ = ["entry_key", "graphjit_digest", "KeyDetails"]
