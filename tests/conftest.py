@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
 import graphjit
 
-# the persistent cache is off in tests (a test that compiles twice must trace twice);
-# tests/test_cache*.py turn it on in their own processes
+# the persistent cache is off in tests (a test that compiles twice must trace twice), also
+# in the processes tests start (an empty GRAPHJIT_CACHE_DIR: off; nothing is written to the
+# user's ~/.cache); tests/test_cache*.py turn it on in their own processes
 graphjit.config.cache_dir = None
+os.environ["GRAPHJIT_CACHE_DIR"] = ""
 
 # the helpers shared by the test files assert too: give their failures pytest's detail
 pytest.register_assert_rewrite("_shared")
