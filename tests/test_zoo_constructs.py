@@ -6,6 +6,10 @@ as a small differential program with its graph and break counts against torch.co
   caller is guarded by the closure's code, not its identity, and calls it through the
   per-code dispatcher, so a new closure on every call compiles nothing new while a
   closure over other values still gives eager's result.
+* A C method bound to a class read in traced code (einops' backend lookup calls
+  ``AbstractBackend.__subclasses__()``): a new method object on every read, guarded by
+  its class and name (an identity guard failed on every call: a recompile each time,
+  and under debug checks an InternalError).
 """
 
 from __future__ import annotations
@@ -67,3 +71,32 @@ def test_closure_called_at_break_new_every_call():
 def test_closure_called_at_break_backends(backend):
     graphjit.reset()
     _check_calls(graphjit.compile(solve, backend=backend), [0.5, 1.5], _r(3))
+
+
+class _Backend:
+    pass
+
+
+class _TorchBackend(_Backend):
+    pass
+
+
+def count_backends(x):
+    backends = _Backend.__subclasses__()
+    return x * len(backends)
+
+
+def test_class_bound_c_method_guarded_by_class_and_name():
+    """``cls.__subclasses__()`` three times: no recompile; a subclass defined between calls
+    changes the result as in eager."""
+    graphjit.reset()
+    compiled = graphjit.compile(count_backends, backend=CompileCounter())
+    x = _r(3)
+    for _ in range(3):
+        compare_call(count_backends, compiled, (x,))
+    assert graphjit.stats()["recompiles"] == 0, graphjit.stats()
+
+    class _Other(_Backend):  # noqa: F841 (registered with _Backend while it lives)
+        pass
+
+    compare_call(count_backends, compiled, (x,))
