@@ -48,8 +48,9 @@ from harness import (  # noqa: E402  (imports graphjit before torch._dynamo)
     time_first_call,
 )
 from bench_compare import fmt, geomean, git_state, log, ratio  # noqa: E402
+from bench_models import cold_traces  # noqa: E402
 from _library_zoo import ZOO, available  # noqa: E402
-from _zoo_measure import call, differences, run_graphjit, run_torch_compile  # noqa: E402
+from _zoo_measure import call, counts as zoo_counts, differences, run_graphjit, run_torch_compile  # noqa: E402
 
 GJ, TC = SYSTEMS
 FULL = dict(reps=3, inner=5, budget_s=2.0, min_rounds=10, max_rounds=300)
@@ -72,9 +73,10 @@ def counts(name: str) -> dict[str, Any]:
     spec = ZOO[name].build()
     expected = call(spec, spec.model)
     out: dict[str, Any] = {}
-    for system, run_fn in ((GJ, run_graphjit), (TC, run_torch_compile)):
-        run = run_fn(ZOO[name].build(), Counter())
-        rec: dict[str, Any] = {"graphs": run.counts[0], "breaks": run.counts[1],
+    for system, run in ((GJ, run_graphjit(ZOO[name].build(), "counter")),
+                        (TC, run_torch_compile(ZOO[name].build(), Counter()))):
+        graphs, breaks = zoo_counts(run)
+        rec: dict[str, Any] = {"graphs": graphs, "breaks": breaks,
                                "error": short_error(run.error) if run.error else None}
         rec["mismatches"] = [d for o in run.outputs for d in differences(o, expected)]
         rec["recompiled"] = len(run.graphs) == 2 and run.graphs[1] != run.graphs[0]
@@ -86,31 +88,12 @@ def counts(name: str) -> dict[str, Any]:
     return out
 
 
-def cold(names: list[str], reps: int) -> dict[str, dict[str, Any]]:
-    res = {n: {s.name: {"first_call_s": [], "error": None} for s in SYSTEMS} for n in names}
-    for rep in range(reps):
-        for name in names:
-            for system in (SYSTEMS if rep % 2 == 0 else SYSTEMS[::-1]):
-                rec = res[name][system.name]
-                if rec["error"]:
-                    continue
-                try:
-                    spec = ZOO[name].build()
-                    system.reset()
-                    compiled = system.compile(spec.model, "eager")
-                    rec["first_call_s"].append(
-                        time_first_call(functools.partial(call, spec, compiled), ()))
-                except Exception as e:  # report, never crash the benchmark
-                    rec["error"] = short_error(e)
-                    log(f"!!! {system.name} on {name} (cold): {rec['error']}")
-        log(f"  cold round {rep + 1}/{reps} done")
-    for name in names:
-        for system in SYSTEMS:
-            rec = res[name][system.name]
-            rec["median_s"] = median(rec["first_call_s"])
-        gj, tc = res[name][GJ.name], res[name][TC.name]
-        res[name]["ratio"] = None if gj["error"] or tc["error"] else ratio(gj["median_s"], tc["median_s"])
-    return res
+def first_call_s(name: str, system) -> float:
+    """One cold first call: a fresh model, the system reset, ``backend="eager"``."""
+    spec = ZOO[name].build()
+    system.reset()
+    compiled = system.compile(spec.model, "eager")
+    return time_first_call(functools.partial(call, spec, compiled), ())
 
 
 def per_call(name: str, params: dict) -> dict[str, Any]:
@@ -209,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
         results["models"][name]["counts"] = counts(name)
         ran.append(name)
         log(f"  {name}: counts done")
-    for name, rec in cold(ran, params["reps"]).items():
+    for name, rec in cold_traces(ran, params["reps"], first_call_s).items():
         results["models"][name]["cold"] = rec
     for name in ran:
         results["models"][name]["per_call"] = per_call(name, params)

@@ -60,32 +60,30 @@ def _graph(nodes: int = 12, features: int = 8) -> tuple[torch.Tensor, torch.Tens
     return _randn(nodes, features), torch.stack([src, dst])
 
 
-def pyg_gcn() -> Spec:
-    from torch_geometric.nn.models import GCN
+def _pyg(model: str, **options) -> Spec:
+    """One of PyG's ready-made GNNs (``torch_geometric.nn.models``): two layers, 8 -> 16 -> 4
+    channels, on :func:`_graph`."""
+    import torch_geometric.nn.models as models
     torch.manual_seed(0)
     x, edge_index = _graph()
-    return Spec(_eval(GCN(8, 16, num_layers=2, out_channels=4)), (x, edge_index))
+    gnn = getattr(models, model)(8, 16, num_layers=2, out_channels=4, **options)
+    return Spec(_eval(gnn), (x, edge_index))
+
+
+def pyg_gcn() -> Spec:
+    return _pyg("GCN")
 
 
 def pyg_gat() -> Spec:
-    from torch_geometric.nn.models import GAT
-    torch.manual_seed(0)
-    x, edge_index = _graph()
-    return Spec(_eval(GAT(8, 16, num_layers=2, out_channels=4, heads=2)), (x, edge_index))
+    return _pyg("GAT", heads=2)
 
 
 def pyg_sage() -> Spec:
-    from torch_geometric.nn.models import GraphSAGE
-    torch.manual_seed(0)
-    x, edge_index = _graph()
-    return Spec(_eval(GraphSAGE(8, 16, num_layers=2, out_channels=4)), (x, edge_index))
+    return _pyg("GraphSAGE")
 
 
 def pyg_gin() -> Spec:
-    from torch_geometric.nn.models import GIN
-    torch.manual_seed(0)
-    x, edge_index = _graph()
-    return Spec(_eval(GIN(8, 16, num_layers=2, out_channels=4)), (x, edge_index))
+    return _pyg("GIN")
 
 
 # --------------------------------------------------------------------------- x-transformers

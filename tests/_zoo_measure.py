@@ -20,32 +20,20 @@ module itself; ``tests/test_library_zoo.py`` and ``benchmarks/bench_library_zoo.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 from typing import Any, Callable
 
 import torch
 
-import graphjit
 from _library_zoo import Spec
+from _model_harness import Run, compile_and_call
 
 TOL = dict(rtol=1e-4, atol=1e-5)
 
 
-@dataclasses.dataclass
-class Run:
-    """One model compiled by one system and called ``len(outputs)`` times; ``error`` when
-    a call raised.  ``graphs``: the backend's graph count after each call."""
-
-    outputs: list = dataclasses.field(default_factory=list)
-    graphs: list[int] = dataclasses.field(default_factory=list)
-    breaks: int = 0
-    reasons: list = dataclasses.field(default_factory=list)
-    error: BaseException | None = None
-
-    @property
-    def counts(self) -> tuple[int, int]:
-        return (self.graphs[-1] if self.graphs else 0), self.breaks
+def counts(run: Run) -> tuple[int, int]:
+    """``(graphs, breaks)`` of a run: graphs after its last call."""
+    return (run.graphs[-1] if run.graphs else 0), run.breaks
 
 
 @contextlib.contextmanager
@@ -67,25 +55,12 @@ def call(spec: Spec, fn: Callable, *, grad: bool = False, args: tuple | None = N
         return fn(*(spec.args if args is None else args), **spec.kwargs)
 
 
-def run_graphjit(spec: Spec, backend: Callable, counter: Any = None, *, calls: int = 2,
-                 fullgraph: bool = False, grad: bool = False) -> Run:
-    """``spec.model`` compiled by graphjit with ``backend`` and called ``calls`` times;
-    graphs are read from ``counter.frame_count`` (default: the backend's own).  graphjit
-    is reset before and after."""
-    counter = backend if counter is None else counter
-    run = Run()
-    graphjit.reset()
-    compiled = graphjit.compile(spec.model, backend=backend, fullgraph=fullgraph)
-    try:
-        for _ in range(calls):
-            run.outputs.append(call(spec, compiled, grad=grad))
-            run.graphs.append(counter.frame_count)
-    except Exception as e:  # noqa: BLE001 (reported by the tests that read the run)
-        run.error = e
-    st = graphjit.stats()
-    run.breaks, run.reasons = st["graph_breaks"], st["break_reasons"]
-    graphjit.reset()
-    return run
+def run_graphjit(spec: Spec, backend: str, *, calls: int = 2, fullgraph: bool = False) -> Run:
+    """``spec.model`` called eagerly (``run.expected``), then compiled by graphjit with a
+    counting ``backend`` (``"counter"``, or a backend's name behind a counter) and called
+    ``calls`` times; graphjit is reset before and after."""
+    return compile_and_call(lambda: spec.model, spec.kwargs, (), backend, fullgraph,
+                            invoke=lambda fn: call(spec, fn), calls=calls)
 
 
 class _BreakLog(logging.Handler):
@@ -122,6 +97,7 @@ def run_torch_compile(spec: Spec, backend: Callable, *, calls: int = 2) -> Run:
     import torch._dynamo.utils
 
     run = Run()
+    run.expected = call(spec, spec.model)
     torch._dynamo.reset()
     counters = torch._dynamo.utils.counters
     counters.clear()
