@@ -479,7 +479,7 @@ LAYERS = ["base", "constant", "object_ids", "sym_node", "tensor", "sequences", "
           "functions", "exceptions", "object_protocol", "instance_attrs",
           "dict_objects", "objects", "nn_module", "torchscript", "numpy_values", "generators", "operators",
           "grad_mode", "builtins", "library", "torch_function", "checkpoint", "copying", "functional_call",
-          "builder"]
+          "tensor_subclasses", "mode_stack", "dispatch_probe", "torch_modes", "builder"]
 
 
 def _is_type_checking(node):

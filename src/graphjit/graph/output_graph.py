@@ -44,6 +44,7 @@ from torch._subclasses.fake_tensor import (
 from torch._subclasses.functional_tensor import FunctionalTensor
 
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode, compute_unbacked_bindings
+from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 from ..exc import ObservedException, unsupported
 from ..guards.guard import Guard, GuardKind
@@ -64,6 +65,8 @@ from ..variables.generators import TorchGeneratorVariable
 from ..variables.numpy_values import graph_constant
 from ..variables.random_values import Prologue, PrologueValueVariable, lift_to_graph
 from ..variables.sym_node import SymNodeVariable, as_known, is_symbolic
+from ..variables.tensor_subclasses import add_wrapper_subclass_guards
+from ..variables.torch_modes import TorchFunctionState
 from .shapes import (
     CodeShapes,
     ShapeSource,
@@ -113,6 +116,12 @@ class OutputGraph:
         self.param_overrides: dict[tuple[int, str], VariableTracker] = {}
         #: reuse key -> a traced nested_compile_region body (variables/hops/compile_region.py)
         self.compile_regions: dict = {}
+        #: guards requested and sources read while recording (``recording_reads``)
+        self.read_log: list | None = None
+        #: repeated blocks traced once (variables/hops/repeated_blocks.py)
+        self.block_records: dict = {}
+        #: inside an activation-checkpointed call (its ops are tagged in this graph)
+        self.checkpointing = 0
         #: which sizes and numbers are symbolic (``None``: all static)
         self.shapes = shapes
         self.shape_env = new_shape_env()
@@ -147,6 +156,8 @@ class OutputGraph:
         self._checkpoints = 0
         #: float argument source -> the ``item()`` node of its tensor input
         self._float_items: dict[Source, torch.fx.Node] = {}
+        #: the symbolic torch-function mode stack and flags (``variables/torch_modes.py``)
+        self.torch_function = TorchFunctionState()
 
     def next_checkpoint_id(self) -> int:
         """A new ``ac_graph_id`` for the ops of one activation-checkpointed call."""
@@ -162,10 +173,26 @@ class OutputGraph:
                   other: Source | None = None) -> None:
         guard = Guard(source, kind, value, other)
         self.guards.setdefault(guard.key, guard)
+        if self.read_log is not None:
+            self.read_log.append(guard)
+
+    @contextlib.contextmanager
+    def recording_reads(self):
+        """Record every guard requested and every source read (built, or found already
+        built) while the block runs: what a trace of it depended on."""
+        outer, self.read_log = self.read_log, []
+        try:
+            yield self.read_log
+        finally:
+            log, self.read_log = self.read_log, outer
+            if outer is not None:
+                outer.extend(log)
 
     # -- building trackers ----------------------------------------------------------------
     def build_value(self, tx, value: Any, source: Source | None) -> VariableTracker:
         """The tracker of ``value`` (see the module docstring); guards through ``source``."""
+        if source is not None and self.read_log is not None:
+            self.read_log.append(source)
         if source is not None:
             known = self.source_cache.get(source)
             if known is not None:
@@ -196,6 +223,8 @@ class OutputGraph:
 
     def lazy_value(self, tx, value: Any, source: Source) -> VariableTracker:
         """A tracker for ``value`` that builds (and guards) it when first used."""
+        if self.read_log is not None:
+            self.read_log.append(source)
         known = self.source_cache.get(source)
         if known is not None:
             return known
@@ -213,7 +242,8 @@ class OutputGraph:
                 self.add_guard(source, GuardKind.OBJECT_ALIASING, other=known.source)
             return TensorVariable(known.node, known._example, source=source)
         dims = None
-        if self.shapes is not None and not is_module_tensor_source(source):
+        wrapper = is_traceable_wrapper_subclass(tensor)  # (its sizes stay static)
+        if self.shapes is not None and not is_module_tensor_source(source) and not wrapper:
             dims = self.shapes.dynamic_dims(tensor, source)
         if dims and any(dims):
             context = symbolic_context(dims, marked_dims(tensor))
@@ -225,6 +255,8 @@ class OutputGraph:
             fake = self.fake_mode.from_tensor(tensor, static_shapes=True)
         node = self._new_input(source, tensor, fake)
         self.add_guard(source, GuardKind.TENSOR_MATCH, tensor)
+        if wrapper:
+            add_wrapper_subclass_guards(self, tensor, source)
         var = TensorVariable(node, fake, source=source)
         self._inputs_by_id[id(tensor)] = var
         return var
@@ -348,12 +380,17 @@ class OutputGraph:
                 delattr(self.root, known[0])
                 self._attrs_by_id[id(tensor)] = (dotted, tensor)
 
-    def get_attr_tensor(self, tensor: torch.Tensor, hint: str, source: Source | None) -> TensorVariable:
+    def get_attr_tensor(self, tensor: torch.Tensor, hint: str, source: Source | None,
+                        origin: Source | None = None) -> TensorVariable:
+        """The ``get_attr`` node of a tensor registered on the root (``origin``: where the
+        trace read it, kept in the node's meta)."""
         name = self.add_attr(tensor, hint)
         node = self._attr_nodes.get(name)
         if node is None or node._erased or node.target != name:
             node = self._attr_nodes[name] = self.frame_graph.get_attr(name)
             node.meta["example_value"] = self.fake_mode.from_tensor(tensor, static_shapes=True)
+            if origin is not None:
+                node.meta["origin"] = origin
         fake = node.meta["example_value"]
         var = TensorVariable(node, fake, source=source)
         var.class_type = type(tensor)  # a Parameter is one (isinstance(p, nn.Parameter))

@@ -29,7 +29,9 @@ from ..backends.registry import lookup_backend
 from ..diagnostics import logs
 from ..graph.shapes import ShapePolicy
 from ..exc import InternalError, Unsupported
+from ..variables.grad_mode import GradModeExit
 from ..variables.nn_module import has_hooks
+from ..variables.mode_stack import is_mode_exit
 from ..variables.object_protocol import type_attr_raw
 from ..trace_rules import Rule, forget_frame_decisions, frame_rule, register_dependent_cache
 from . import stats
@@ -79,6 +81,7 @@ class CompileSession:
         if cf is None:
             fn = types.FunctionType(code, f_globals, code.co_name, None, closure)
             cf = self._resumes[key] = CompiledFunction(fn, session=self)
+            cf._resume = True
         return cf
 
     def wrap_callable(self, fn):
@@ -284,6 +287,7 @@ class CompiledFunction:
         self._entries: list[CacheEntry] = []
         self._fast: list[tuple] = []  # (check, fn) per entry: the hot path reads only these
         self._run_eagerly = False
+        self._resume = False  # a resume function (see ``_miss``)
         # a callee compiled on the user's behalf is traced only for calls that involve
         # torch (a torch global in its code, a tensor or module among its arguments):
         # plain Python helpers run as they are, as TorchDynamo skips tensor-free frames
@@ -331,7 +335,12 @@ class CompiledFunction:
                 if check(*args, **kwargs):
                     break
             else:
-                fn = self._compile(args, kwargs)
+                try:
+                    fn = self._compile(args, kwargs)
+                except InternalError as e:
+                    if self._resume:
+                        leave_with_blocks(args, e)
+                    raise
         return fn(*args, **kwargs)
 
     def recompile_reason(self, args: tuple, kwargs: dict) -> str:
@@ -402,6 +411,16 @@ class CompiledFunction:
         self._entries = [*self._entries, entry]
         self._fast = [*self._fast, (entry.guard.check, entry.fn)]
         return entry.fn
+
+
+def leave_with_blocks(args: tuple, exc: BaseException) -> None:
+    """A resume function starts inside the ``with`` blocks whose ``__exit__`` its stack
+    arguments hold (grad-mode blocks, ``with Mode():`` blocks a graph break resumed in).
+    When graphjit fails to compile it, the error leaves those blocks, innermost first, as
+    an exception leaving them does in eager: grad mode and the mode stack are restored."""
+    for arg in reversed(args):
+        if isinstance(arg, GradModeExit) or is_mode_exit(arg):
+            arg(type(exc), exc, exc.__traceback__)
 
 
 class _CompiledEntries:

@@ -25,7 +25,7 @@ from ..variables import (
 from ..variables.dicts import MISSING, items_of, key_of
 from ..variables.iterators import make_iterator
 from ..variables.numpy_values import NumpyValueVariable
-from ..variables.operators import binary_op, contains, unary_op
+from ..variables.operators import binary_op, contains, tensor_operator, unary_op
 
 _NB_NAMES = {
     "ADD": "add", "AND": "and_", "FLOOR_DIVIDE": "floordiv", "LSHIFT": "lshift",
@@ -99,7 +99,7 @@ class OpHandlers:
                         value: VariableTracker) -> None:
         """``container[index] = value`` (``STORE_SUBSCR``, ``operator.setitem``)."""
         if container.is_tensor():
-            self.output.call(self, "call_function", operator.setitem, [container, index, value], {})
+            tensor_operator(self, operator.setitem, [container, index, value])
         elif isinstance(container, (ListVariable, DictVariable, DequeVariable)):
             container.setitem(self, index, value)
         elif isinstance(container, UserObjectVariable):
@@ -139,7 +139,7 @@ class OpHandlers:
     def subscript(self, container: VariableTracker, index: VariableTracker) -> VariableTracker:
         """``container[index]`` for any supported container tracker."""
         if container.is_tensor():
-            return self.output.call(self, "call_function", operator.getitem, [container, index], {})
+            return tensor_operator(self, operator.getitem, [container, index])
         if isinstance(container, BaseSequenceVariable):
             return container.getitem(self, self.as_index(index))
         if isinstance(container, DictVariable):

@@ -8,9 +8,10 @@ mutation types, lazy trackers, the builder registry) → ``constant`` → ``obje
 ``nn_module``, ``torchscript``, ``numpy_values`` (Python objects; TorchScript's opaque
 ones; numpy folded on constants), ``generators`` →
 ``operators``, ``grad_mode``, ``builtins``, ``torch_function``, ``checkpoint``, ``copying``
-(``copy.copy``/``deepcopy``), ``functional_call`` → the ``hops`` package (higher-order operators:
-control flow and torch.func) → ``builder`` (how callables are modelled).  Importing this package
-imports them all, which registers every builder.
+(``copy.copy``/``deepcopy``), ``functional_call`` → ``tensor_subclasses``, ``mode_stack``,
+``dispatch_probe``, ``torch_modes`` (``__torch_function__``) → the ``hops`` package
+(higher-order operators: control flow and torch.func) → ``builder`` (how callables are
+modelled).  Importing this package imports them all, which registers every builder.
 """
 
 from .base import (
@@ -55,6 +56,7 @@ from .torch_function import TorchFunctionVariable
 from .checkpoint import CheckpointVariable
 from . import copying  # noqa: F401  (registers copy.copy/deepcopy and the C methods they reach)
 from . import functional_call  # noqa: F401  (registers torch.func.functional_call)
+from .torch_modes import DispatchedFunctionVariable, TorchFunctionStateCall
 from . import hops  # noqa: F401  (registers the higher-order operators)
 from . import builder  # noqa: F401  (registers the callable builders)
 

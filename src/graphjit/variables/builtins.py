@@ -44,7 +44,7 @@ from .iterators import (
 from .instance_attrs import InstanceAttrsMixin
 from .object_ids import object_id
 from .objects import ClassVariable, SuperVariable, UserObjectVariable, new_object
-from .operators import binary_op, contains, unary_op
+from .operators import binary_op, contains, tensor_operator, unary_op
 from .random_values import PrologueValueVariable, derived_value
 from .sequences import BaseSequenceVariable, DequeVariable, ListVariable, SliceVariable, TupleVariable
 from .sets import SetVariable, other_operand
@@ -176,7 +176,7 @@ def call_builtin(tx, fn, args: list, kwargs: dict) -> VariableTracker:
         return ExceptionVariable(call_python(fn.__name__, fn, *cargs, **ckwargs))
     if any(a.is_tensor() for a in [*args, *kwargs.values()]):
         if getattr(fn, "__module__", None) in ("_operator", "operator"):
-            return tx.output.call(tx, "call_function", fn, args, kwargs)
+            return tensor_operator(tx, fn, args) if not kwargs else tx.output.call(tx, "call_function", fn, args, kwargs)
         raise unsupported("builtin on a tensor", f"{_name(fn)}() with a tensor argument",
                           "This builtin needs the tensor's values in Python.")
     if is_pure_builtin(fn) and all(a.is_python_constant() for a in [*args, *kwargs.values()]):
@@ -637,7 +637,7 @@ _minmax(min)
 @register(abs)
 def _abs(tx, args, kwargs):
     if args[0].is_tensor():
-        return tx.output.call(tx, "call_function", operator.abs, args, {})
+        return tensor_operator(tx, operator.abs, list(args))
     return None
 
 

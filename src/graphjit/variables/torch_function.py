@@ -88,6 +88,11 @@ class TorchFunctionVariable(VariableTracker):
     def identity(self):
         return self.fn
 
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        """``fn.__name__``, ``fn.__module__``... (a ``__torch_function__`` handler reads them):
+        torch's callables are stable objects, their attributes constants."""
+        return VariableTracker.build(tx, call_python("getattr", getattr, self.fn, name))
+
     def call_function(self, tx, args, kwargs) -> VariableTracker:
         fn = unwrap_torch(self.fn)
         if fn in _compiling_flags():
@@ -118,6 +123,9 @@ class TorchFunctionVariable(VariableTracker):
             ctx.enter(tx)  # like torch.set_grad_enabled(b): the mode changes at the call
             ctx.entered = True
             return ctx
+        dispatched = tx.output.torch_function.call_function(tx, fn, args, kwargs)  # modes, subclasses
+        if dispatched is not None:
+            return dispatched
         if fn in _FROM_NUMPY and len(args) == 1 and not kwargs:
             made = constant_tensor(tx, args[0], fn)  # a numpy value made in the trace
             if made is not None:
@@ -233,6 +241,11 @@ class AutogradFunctionApplyVariable(VariableTracker):
             raise unsupported("Function.apply on a non-Function", repr(args[0]))
         if "vjp" in cls.__dict__ or "jvp" in cls.__dict__ or "vmap" in cls.__dict__:
             raise unsupported("autograd.Function with custom vjp/jvp/vmap", cls.__qualname__)
+        if tx.output.torch_function.needs_dispatch(args[1:], kwargs):
+            raise unsupported("autograd.Function under __torch_function__ dispatch", f"{cls.__qualname__}.apply",
+                              "A torch-function mode is active (or an argument is a __torch_function__ "
+                              "subclass): the ops of its forward must reach it, as in eager, so the "
+                              "call runs in Python.")
         _speculate_forward(tx, args[0], cls, list(args[1:]), dict(kwargs))
         return tx.output.call(tx, "call_function", _apply_of(cls), list(args[1:]), dict(kwargs))
 
