@@ -178,3 +178,34 @@ def test_dynamic_shapes():
         x = torch.randn(n, 8)
         torch.testing.assert_close(compiled(x), model(x))
     assert graphjit.stats()["recompiles"] == 0
+
+
+class TwoInputBlock(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 8)
+
+    def forward(self, x, context):
+        return self.fc(x).tanh() + context
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_one_value_passed_as_two_inputs(backend):
+    """``block(x, x)`` (x-transformers' self-attention passes its input as the context): the
+    body has two placeholders for one outer value, each its own argument."""
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = torch.nn.ModuleList([TwoInputBlock() for _ in range(4)])
+
+        def forward(self, x):
+            for block in self.blocks:
+                x = block(x, x)
+            return x
+
+    model, x = Model(), torch.randn(2, 8)
+    check_same(model, x, backend=backend, fullgraph=True)
+    cnt = check_same(model, x, fullgraph=True)
+    assert cnt.frame_count == 1
+    assert len(_calls(cnt.graphs[0])) == 4
