@@ -109,6 +109,7 @@ def run_torch_compile(spec: Spec, backend: Callable, *, calls: int = 2) -> Run:
                 run.graphs.append(backend.frame_count)
         except Exception as e:  # noqa: BLE001
             run.error = e
+            run.graphs.append(backend.frame_count)  # the graphs it compiled before raising
     run.breaks = breaks.count + counters["frames"]["total"] - counters["frames"]["ok"]
     run.reasons = [k.splitlines()[0] for k in (*counters["graph_break"], *counters["unimplemented"])]
     torch._dynamo.reset()
