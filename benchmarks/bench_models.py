@@ -301,8 +301,18 @@ def warm_eager_backend() -> None:
             log(f"!!! {system.name} on the warm-up function: {short_error(e)}")
 
 
-def cold_traces(names: list[str], reps: int) -> dict[str, dict[str, Any]]:
-    """Median first-call seconds of a fresh model instance after a reset, per system."""
+def _first_call_s(name: str, system) -> float:
+    spec = MODELS[name]()
+    system.reset()
+    compiled = system.compile(spec.model, "eager")
+    with torch.no_grad():
+        return time_first_call(functools.partial(compiled, **spec.kwargs), ())
+
+
+def cold_traces(names: list[str], reps: int,
+                first_call: Callable[[str, Any], float] = _first_call_s) -> dict[str, dict[str, Any]]:
+    """Median first-call seconds of a fresh model instance after a reset, per system;
+    ``first_call(name, system)`` builds, resets, compiles and times one."""
     out = {n: {s.name: {"first_call_s": [], "error": None} for s in SYSTEMS} for n in names}
     for rep in range(reps):
         for name in names:
@@ -312,12 +322,7 @@ def cold_traces(names: list[str], reps: int) -> dict[str, dict[str, Any]]:
                 if rec["error"]:
                     continue
                 try:
-                    spec = MODELS[name]()
-                    system.reset()
-                    compiled = system.compile(spec.model, "eager")
-                    with torch.no_grad():
-                        rec["first_call_s"].append(
-                            time_first_call(functools.partial(compiled, **spec.kwargs), ()))
+                    rec["first_call_s"].append(first_call(name, system))
                 except Exception as e:
                     rec["error"] = short_error(e)
                     log(f"!!! {system.name} on {name} (cold trace): {rec['error']}")

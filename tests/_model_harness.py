@@ -40,20 +40,29 @@ class Run:
     fullgraph_error: graphjit.Unsupported | None = None
 
 
+def _no_grad_call(kwargs: dict) -> Callable[[Callable], Any]:
+    def invoke(fn):
+        with torch.no_grad():
+            return fn(**kwargs)
+    return invoke
+
+
 def compile_and_call(make: Callable[[], Any], kwargs: dict, keys: tuple[str, ...], backend: str,
-                     fullgraph: bool) -> Run:
-    """Eager's output of ``make()(**kwargs)``, then the compiled callable called twice under
-    ``torch.no_grad()`` with a counting ``backend``; graphjit's stats after it."""
+                     fullgraph: bool, invoke: Callable[[Callable], Any] | None = None,
+                     calls: int = 2) -> Run:
+    """Eager's output of ``make()(**kwargs)``, then the compiled callable called ``calls``
+    times under ``torch.no_grad()`` with a counting ``backend``; graphjit's stats after it.
+    ``invoke(fn)``, when given, makes each call instead (of eager's model and the compiled
+    one)."""
+    invoke = invoke or _no_grad_call(kwargs)
     run = Run(keys=keys)
-    with torch.no_grad():
-        run.expected = make()(**kwargs)
+    run.expected = invoke(make())
     graphjit.reset()
     cnt, be = counting_backend(backend)
     compiled = graphjit.compile(make(), backend=be, fullgraph=fullgraph)
     try:
-        for _ in range(2):
-            with torch.no_grad():
-                run.outputs.append(compiled(**kwargs))
+        for _ in range(calls):
+            run.outputs.append(invoke(compiled))
             run.graphs.append(cnt.frame_count)
     except Exception as e:  # noqa: BLE001 (reported by the tests that read the run)
         run.error = e

@@ -263,8 +263,15 @@ RAISING = {
 def test_same_as_eager(name, backend):
     fn, args, dynamo_graphs = PROGRAMS[name]
     check_same(fn, *args, backend=backend, fullgraph=dynamo_graphs == 1)
-    cnt = check_same(fn, *args)
-    assert cnt.frame_count == dynamo_graphs
+    cnt = check_same(fn, *args)  # two calls
+    assert cnt.frame_count == FEWER_GRAPHS.get(name, dynamo_graphs)
+
+
+#: graphjit's graphs over two calls where they are fewer than torch.compile's over one.
+#: linearize: its jvp_fn is a new closure per call, called after the break; torch.compile
+#: recompiles the resume frame for each one (2 graphs a call); graphjit dispatches a
+#: closure called at a break by its code, so the resume function compiles once.
+FEWER_GRAPHS = {"linearize": 1}
 
 
 @pytest.mark.parametrize("name", list(RAISING))

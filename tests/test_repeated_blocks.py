@@ -193,3 +193,34 @@ def test_a_block_with_no_sibling_of_its_class_is_not_made_a_body():
     model = torch.nn.Sequential(Block(), OtherBlock(), Block(), Block())
     cnt = check_same(model, torch.randn(2, 8, requires_grad=True), fullgraph=True)
     assert len(_calls(cnt.graphs[0])) == 3  # the three Blocks; OtherBlock inlined
+
+
+class TwoInputBlock(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 8)
+
+    def forward(self, x, context):
+        return self.fc(x).tanh() + context
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_one_value_passed_as_two_inputs(backend):
+    """``block(x, x)`` (x-transformers' self-attention passes its input as the context): the
+    body has two placeholders for one outer value, each its own argument."""
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = torch.nn.ModuleList([TwoInputBlock() for _ in range(4)])
+
+        def forward(self, x):
+            for block in self.blocks:
+                x = block(x, x)
+            return x
+
+    model, x = Model(), torch.randn(2, 8)
+    check_same(model, x, backend=backend, fullgraph=True)
+    cnt = check_same(model, x, fullgraph=True)
+    assert cnt.frame_count == 1
+    assert len(_calls(cnt.graphs[0])) == 4

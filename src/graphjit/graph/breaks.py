@@ -189,6 +189,15 @@ class BreakCodegen:
             var = var.realize()
         if isinstance(var, UserFunctionVariable) and not isinstance(var, NestedUserFunctionVariable) \
                 and not var.trusted:
+            if var.fn.__closure__ is not None and var.source is not None:
+                # a closure a factory made (one per call of it: torchdiffeq's grid
+                # constructor per solver) is guarded by its code, not its identity:
+                # dispatched per code object like the frame's own nested functions
+                self.cg.push_null()
+                self.cg.load_const(self.wrap_callable(var.fn.__code__))
+                self.cg.reconstruct(var)
+                self.cg.call(1)
+                return True
             self._bake(var)
             self.cg.load_const(self.wrap_callable(var.fn))
             return True

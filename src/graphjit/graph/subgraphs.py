@@ -85,6 +85,9 @@ class BodyScope:
             where = self.graph.inserting_after(last)
         with where:
             node = self.graph.placeholder(name)
+        # fx names a placeholder's argument by its target, not by its (unique) name: one
+        # outer value passed as two inputs (``block(x, x)``) would be one argument twice
+        node.target = node.name
         node.meta["example_value"] = example
         if isinstance(example, torch.Tensor):
             self.versions[node] = example._version

@@ -141,6 +141,7 @@ class NestedDispatcher:
         self.code, self.session = code, session
         self._entries: list[CacheEntry] = []
         self._run_eagerly = False
+        self._eager_code: bool | None = None  # whether the code runs as eager code (Rule.CALL)
 
     def __repr__(self) -> str:
         return f"<graphjit nested dispatcher {self.code.co_qualname}>"
@@ -150,6 +151,10 @@ class NestedDispatcher:
     def __call__(self, fn: types.FunctionType):
         if fn.__defaults__ or fn.__kwdefaults__ or self._run_eagerly:
             # defaults may differ per function object: not shared, run with calls intercepted
+            return self.session.interceptor.eager(fn)
+        if self._eager_code is None:  # torch's own closures (a decorator's wrapper): not a frame
+            self._eager_code = frame_rule(fn) is Rule.CALL
+        if self._eager_code:
             return self.session.interceptor.eager(fn)
         return _BoundNested(self, fn)
 

@@ -173,5 +173,11 @@ def build_callable(tx, value: Any, source: Source | None) -> VariableTracker:
         return UserFunctionVariable(value, source=source)
     if is_builtin_callable(value):
         return build_builtin(tx, value, source)
-    _guard(tx, source, GuardKind.ID_MATCH, value)
+    if isinstance(value, types.BuiltinMethodType) and isinstance(owner, type):
+        # a C method bound to a class (``cls.__subclasses__``): a new object on every read,
+        # so the class and the name decide, not its identity
+        _guard(tx, _attr(source, "__self__"), GuardKind.ID_MATCH, owner)
+        _guard(tx, _attr(source, "__name__"), GuardKind.CONSTANT_MATCH, value.__name__)
+    else:
+        _guard(tx, source, GuardKind.ID_MATCH, value)
     return OpaqueCallableVariable(value, "unsupported callable", source=source)
