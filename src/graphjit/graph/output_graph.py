@@ -34,14 +34,8 @@ from typing import Any
 
 import torch
 import torch.fx
-from torch._subclasses.fake_tensor import (
-    DataDependentOutputException,
-    DynamicOutputShapeException,
-    FakeCopyMode,
-    FakeTensorMode,
-)
-
-from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode, compute_unbacked_bindings
+from torch._subclasses.fake_tensor import FakeCopyMode, FakeTensorMode
+from torch.fx.experimental.symbolic_shapes import compute_unbacked_bindings
 
 from ..exc import ObservedException, unsupported
 from ..guards.guard import Guard, GuardKind
@@ -58,6 +52,7 @@ from ..variables import (
 from ..variables.base import builder_for
 from ..variables.constant import is_constant_value
 from ..variables.dicts import GlobalsDictVariable
+from ..variables.sizes import SizeVariable
 from ..variables.random_values import Prologue, PrologueValueVariable, lift_to_graph
 from ..variables.sym_node import SymNodeVariable, as_known, is_symbolic
 from .shapes import (
@@ -69,6 +64,7 @@ from .shapes import (
     symbolic_context,
     symbolic_number,
 )
+from .fake_run import run_fake, target_name
 from .side_effects import SideEffects
 from .subgraphs import BodyScope
 
@@ -409,7 +405,8 @@ class OutputGraph:
 
     def run_fake(self, target: Any, node_args: tuple) -> Any:
         """``target`` called on the fake values of fx arguments (as :meth:`call` does)."""
-        return self._run_fake("call_function", target, torch.fx.node.map_arg(self.lift(node_args), _example), {})
+        return self._run_fake("call_function", target, torch.fx.node.map_arg(self.lift(node_args), _example), {},
+                              specialize=False)
 
     # -- ops ------------------------------------------------------------------------------
     def call(self, tx, op: str, target: Any, args: list, kwargs: dict) -> VariableTracker:
@@ -475,55 +472,16 @@ class OutputGraph:
                 fake = self._fake_modules[id(module)] = copy.deepcopy(module)
         return fake
 
-    def _inference_ctx(self):
+    def inference_ctx(self):
         """The traced inference mode, where it differs from the one the trace began in."""
         if self.inference_mode == self.initial_inference_mode:
             return contextlib.nullcontext()
         return torch.inference_mode(self.inference_mode)
 
-    def _run_fake(self, op, target, args, kwargs):
-        try:
-            with self.fake_mode, torch.set_grad_enabled(self.grad_enabled), self._inference_ctx():
-                if op == "call_function":
-                    return target(*args, **kwargs)
-                if op == "call_method":
-                    return getattr(args[0], target)(*args[1:], **kwargs)
-                if op == "call_module":
-                    return self.fake_module(target)(*args, **kwargs)
-        except DynamicOutputShapeException as e:
-            raise unsupported(
-                "data-dependent operator",
-                f"{_target_name(op, target)}: {type(e).__name__}",
-                "The shape of this operator's output depends on tensor values.",
-                ["Set graphjit.config.capture_dynamic_output_shape_ops = True to trace it with "
-                 "an unbacked symbolic size, avoid value-dependent shapes in the compiled "
-                 "region, or accept the graph break."],
-            ) from None
-        except DataDependentOutputException as e:
-            raise unsupported(
-                "data-dependent operator",
-                f"{_target_name(op, target)}: {type(e).__name__}",
-                "The output of this operator is a Python value read from tensor data.",
-                ["Keep values as tensors inside the compiled region, or accept the graph break."],
-            ) from None
-        except GuardOnDataDependentSymNode as e:
-            raise unsupported(
-                "data-dependent guard",
-                f"{_target_name(op, target)} decides on an unbacked size or value: "
-                f"{str(e).splitlines()[0]}",
-                "The operator needs a decision on a size or value known only when the graph runs.",
-                ["Use torch._check() on the value before this operator to tell the tracer what "
-                 "holds, or accept the graph break."],
-            ) from None
-        except torch._subclasses.fake_tensor.UnsupportedFakeTensorException as e:
-            raise unsupported("operator not supported on fake tensors",
-                              f"{_target_name(op, target)}: {e}") from None
-        except NotImplementedError as e:
-            raise unsupported("operator not supported on fake tensors",
-                              f"{_target_name(op, target)}: {type(e).__name__}: {e}") from None
-        except Exception as e:  # the program's own error (a shape mismatch...): eager raises it
-            raise ObservedException(e.with_traceback(None)) from None
-        raise AssertionError(op)
+    def _run_fake(self, op, target, args, kwargs, specialize: bool = True):
+        """The op on fake values (``graph/fake_run.py``: its failures as breaks, the
+        program's errors, or the op specialized to this call's sizes)."""
+        return run_fake(self, op, target, args, kwargs, specialize)
 
     def wrap_result(self, node: torch.fx.Node, example: Any, op: str, target: Any) -> VariableTracker:
         if isinstance(example, torch.Tensor):
@@ -550,6 +508,8 @@ class OutputGraph:
                     raise unsupported("unsupported operator output", f"{type(e).__name__} item")
             if isinstance(example, list):
                 return ListVariable(items)
+            if type(example) is torch.Size:
+                return SizeVariable(items)
             named = type(example) if type(example) is not tuple else None
             return TupleVariable(items, namedtuple_cls=named)
         mutating = isinstance(target, str) and target.endswith("_") or op == "call_module"
@@ -560,7 +520,7 @@ class OutputGraph:
                 self.graph.erase_node(node)
             return ConstantVariable(example)
         raise unsupported("unsupported operator output",
-                          f"{_target_name(op, target)} returned {type(example).__name__}")
+                          f"{target_name(op, target)} returned {type(example).__name__}")
 
     def prune_unused_sizes(self, keep: list[torch.fx.Node]) -> None:
         """Remove nodes that compute sizes or symbolic numbers nothing uses (a size read
@@ -626,14 +586,6 @@ def called_leaf_module(gm: torch.fx.GraphModule, node: torch.fx.Node) -> torch.n
     if node.op == "call_function" and node.target is _leaf_forward and node.args[0].op == "get_attr":
         return gm.get_submodule(node.args[0].target)
     return None
-
-
-def _target_name(op: str, target: Any) -> str:
-    if isinstance(target, str):
-        return f"Tensor.{target}" if op == "call_method" else target
-    mod = getattr(target, "__module__", None) or ""
-    name = getattr(target, "__qualname__", None) or getattr(target, "__name__", repr(target))
-    return f"{mod}.{name}" if mod and mod != "builtins" else name
 
 
 def _example(node: torch.fx.Node):

@@ -25,6 +25,7 @@ from ..variables import (
 from ..variables.dicts import MISSING, items_of, key_of
 from ..variables.iterators import make_iterator
 from ..variables.operators import binary_op, contains, unary_op
+from ..variables.sizes import formatted_value
 
 _NB_NAMES = {
     "ADD": "add", "AND": "and_", "FLOOR_DIVIDE": "floordiv", "LSHIFT": "lshift",
@@ -188,11 +189,10 @@ class OpHandlers:
 
     def FORMAT_VALUE(self, inst) -> None:
         spec = self.pop().as_python_constant() if inst.arg & 0x04 else ""
-        value = self.pop()
-        if not value.is_python_constant():
-            raise unsupported("f-string of a non-constant", repr(value))
+        # a symbolic size is specialized (guarded), as torch.compile formats it
+        value = formatted_value(self.pop(), "f-string of a non-constant")
         conv = {0: lambda v: v, 1: str, 2: repr, 3: ascii}[inst.arg & 0x03]
-        self.push(ConstantVariable(format(conv(value.as_python_constant()), spec)))
+        self.push(ConstantVariable(format(conv(value), spec)))
 
     # The displays' opcodes go through the containers' methods: in a resume function the
     # container being built is an argument (it existed before), so its mutations are logged.

@@ -3,7 +3,7 @@
 Modules, in layer order (each imports only those before it): ``base`` (tracker base,
 mutation types, lazy trackers, the builder registry) → ``constant`` → ``object_ids`` (``id()``) →
 ``sym_node`` (symbolic numbers) → ``tensor`` →
-``sequences``, ``dicts``, ``sets``, ``iterators`` (containers) → ``random_values`` → ``cells`` → ``functions``
+``sequences``, ``sizes`` (``torch.Size``), ``dicts``, ``sets``, ``iterators`` (containers) → ``random_values`` → ``cells`` → ``functions``
 → ``exceptions`` → ``object_protocol``, ``instance_attrs``, ``dict_objects``, ``objects``,
 ``nn_module`` (Python objects) →
 ``operators``, ``grad_mode``, ``builtins``, ``torch_function``, ``checkpoint``, ``copying``
@@ -30,6 +30,7 @@ from .tensor import TensorVariable
 from .sequences import BaseSequenceVariable, DequeVariable, ListVariable, SliceVariable, TupleVariable
 from .dicts import DictVariable, DictViewVariable
 from .sets import SetVariable
+from .sizes import SizeVariable
 from .random_values import PrologueValueVariable, RandomObjectVariable
 from .iterators import EnumerateVariable, GeneratorVariable, IteratorVariable, ListIteratorVariable, ZipVariable
 from .cells import CellVariable

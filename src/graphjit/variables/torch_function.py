@@ -87,6 +87,11 @@ class TorchFunctionVariable(VariableTracker):
     def identity(self):
         return self.fn
 
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        if isinstance(self.fn, type) and name in ("__name__", "__qualname__", "__module__"):
+            return ConstantVariable(getattr(self.fn, name))  # ``type(x.shape).__name__``
+        return super().var_getattr(tx, name)
+
     def call_function(self, tx, args, kwargs) -> VariableTracker:
         fn = unwrap_torch(self.fn)
         if fn in _compiling_flags():
