@@ -39,7 +39,17 @@ from torch.fx.experimental.symbolic_shapes import compute_unbacked_bindings
 
 from ..exc import ObservedException, unsupported
 from ..guards.guard import Guard, GuardKind
-from ..sources import ConstSource, FloatTensorSource, LocalSource, Source, as_float_tensor, is_module_tensor_source
+from ..sources import (
+    AttrSource,
+    ChainedSource,
+    ConstSource,
+    FloatTensorSource,
+    GetItemSource,
+    LocalSource,
+    Source,
+    as_float_tensor,
+    is_module_tensor_source,
+)
 from ..variables import (
     ConstantVariable,
     LazyVariableTracker,
@@ -57,6 +67,7 @@ from ..variables.random_values import Prologue, PrologueValueVariable, lift_to_g
 from ..variables.sym_node import SymNodeVariable, as_known, is_symbolic
 from .shapes import (
     CodeShapes,
+    DimDynamic,
     ShapeSource,
     StatelessSymbolicContext,
     marked_dims,
@@ -207,9 +218,10 @@ class OutputGraph:
         dims = None
         if self.shapes is not None and not is_module_tensor_source(source):
             dims = self.shapes.dynamic_dims(tensor, source)
-        if dims and any(dims):
+        if dims and any(d is not DimDynamic.STATIC for d in dims):
             context = symbolic_context(dims, marked_dims(tensor))
-            fake = self.fake_mode.from_tensor(tensor, source=ShapeSource(source), symbolic_context=context)
+            with self.shape_env.ignore_fresh_unbacked_symbols():  # (an unbacked size: bound by the input)
+                fake = self.fake_mode.from_tensor(tensor, source=ShapeSource(source), symbolic_context=context)
             self.symbolic_inputs.append((fake, source))
             self.input_contexts[source] = context
             self.dynamic_tensors[id(tensor)] = fake
@@ -227,9 +239,32 @@ class OutputGraph:
         return self.shapes is not None and self.shapes.module_is_generic(module, source)
 
     def number_is_dynamic(self, value: Any, source: Source) -> bool:
-        """Whether the number argument read through ``source`` is symbolic in this trace."""
+        """Whether the number read through ``source`` is symbolic in this trace (see
+        ``graph/shapes.py``; numbers read from modules and defaults stay static)."""
         return self.shapes is not None and type(value) in (int, float) \
-            and self.shapes.number_is_dynamic(value, source)
+            and not self._static_number_source(source) and self.shapes.number_is_dynamic(value, source)
+
+    def numbers_vary(self, value: tuple, source: Source) -> bool:
+        """Whether a number inside the tuple or ``torch.Size`` read through ``source`` is
+        symbolic in this trace: then the tuple is built item by item, not as one
+        constant (each number is recorded, as :meth:`number_is_dynamic` does)."""
+        if self.shapes is None or self._static_number_source(source):
+            return False
+        varies = [self.shapes.number_is_dynamic(v, GetItemSource(source, i))
+                  for i, v in enumerate(value) if type(v) in (int, float)]
+        return any(varies)
+
+    def _static_number_source(self, source: Source) -> bool:
+        """A source through an ``nn.Module`` or a function's defaults: its numbers stay
+        constants (torch.compile keeps module attributes and defaults static)."""
+        while isinstance(source, ChainedSource):
+            if isinstance(source, AttrSource) and source.attr in ("__defaults__", "__kwdefaults__"):
+                return True
+            source = source.base
+            known = self.source_cache.get(source) or self.lazy_cache.get(source)
+            if known is not None and isinstance(_value_of(known), torch.nn.Module):
+                return True
+        return False
 
     def add_number_input(self, value: int | float, source: Source) -> SymNodeVariable:
         """The placeholder of an unspecialized number argument (a SymInt or SymFloat in
@@ -560,6 +595,13 @@ class OutputGraph:
         return sum(1 for n in self.graph.nodes
                    if n.op in ("call_function", "call_method", "call_module")
                    and n.target is not torch._C._set_grad_enabled)
+
+
+def _value_of(var: VariableTracker) -> Any:
+    """The Python object a tracker of a pre-existing value stands for (``None`` if unknown)."""
+    if isinstance(var, LazyVariableTracker):
+        return var.peek_value()
+    return getattr(var, "value", None)
 
 
 def _is_size_value(value) -> bool:

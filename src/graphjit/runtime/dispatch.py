@@ -272,6 +272,9 @@ class CompiledFunction:
         self._entries: list[CacheEntry] = []
         self._fast: list[tuple] = []  # (check, fn) per entry: the hot path reads only these
         self._run_eagerly = False
+        #: past the recompile limit: the function runs as it is, and what it calls is not
+        #: compiled either (TorchDynamo skips the frame recursively there)
+        self._run_plain = False
         # a callee compiled on the user's behalf is traced only for calls that involve
         # torch (a torch global in its code, a tensor or module among its arguments):
         # plain Python helpers run as they are, as TorchDynamo skips tensor-free frames
@@ -300,7 +303,7 @@ class CompiledFunction:
     def _reset(self) -> None:
         self._entries = []
         self._fast = []
-        self._run_eagerly = False
+        self._run_eagerly = self._run_plain = False
 
     def _skip(self, reason: str) -> None:
         self._run_eagerly = True
@@ -311,6 +314,8 @@ class CompiledFunction:
         return self._session.interceptor.eager(self._fn)
 
     def _miss(self, args: tuple, kwargs: dict) -> Any:
+        if self._run_plain:
+            return self._fn(*args, **kwargs)
         if self._run_eagerly or (self._only_with_tensors and not has_tensor(args)
                                  and not (kwargs and has_tensor(kwargs))):
             return self._eager()(*args, **kwargs)
@@ -342,7 +347,8 @@ class CompiledFunction:
                 f"({config.recompile_limit}); running it eagerly from now on. "
                 f"Last guard failure: {reason}", stacklevel=4)
             self._skip(f"recompile limit ({config.recompile_limit}) reached; last guard failure: {reason}")
-            return self._eager()
+            self._run_plain = True  # as TorchDynamo: its callees are not compiled either
+            return self._fn
         if self._entries:
             stats.bump("recompiles")
             reason = self.recompile_reason(args, kwargs)

@@ -140,10 +140,12 @@ class ConstantVariable(VariableTracker):
         cg.load_const(self.value)
 
 
-@register_builder(*CONSTANT_TYPES)
-def _build_constant(tx, value, source):
+@register_builder(*(t for t in CONSTANT_TYPES if t is not torch.Size))  # (Size: sizes.py)
+def build_constant(tx, value, source):
+    """A constant read through ``source`` (guarded equal), or a symbolic number where the
+    shape policy says so (``graph/shapes.py``)."""
     if source is not None:
-        if tx.output.number_is_dynamic(value, source):  # an unspecialized int/float argument
+        if tx.output.number_is_dynamic(value, source):  # an unspecialized int/float
             return tx.output.add_number_input(value, source)
         tx.output.add_guard(source, GuardKind.CONSTANT_MATCH, value)
     return ConstantVariable(value, source=source)
@@ -153,4 +155,4 @@ def _build_constant(tx, value, source):
 def _build_slice(tx, value, source):
     if not is_constant_value(value):
         raise unsupported("slice of non-constants", repr(value))
-    return _build_constant(tx, value, source)
+    return build_constant(tx, value, source)

@@ -27,7 +27,10 @@ import torch
 
 from .base import LazyVariableTracker, MethodVariable, VariableTracker
 from ..exc import unsupported
-from .constant import ConstantVariable
+from ..guards.guard import GuardKind
+from ..sources import GetItemSource
+from .base import register_builder
+from .constant import ConstantVariable, build_constant
 from .sequences import BaseSequenceVariable, ListVariable, TupleVariable
 from .sym_node import SymNodeVariable, sym_call
 
@@ -51,6 +54,19 @@ class SizeVariable(TupleVariable):
         if name == "numel" and not args and not kwargs:
             return size_numel(tx, self.items)
         return super().call_method(tx, name, args, kwargs)
+
+
+@register_builder(torch.Size)
+def _build_size(tx, value: torch.Size, source):
+    """A ``torch.Size`` read from outside the trace: a constant (guarded equal), or, when
+    the shape policy makes one of its numbers symbolic (a size that changed between calls
+    of a resume function taking ``x.shape``), a :class:`SizeVariable` of its items, each
+    guarded or symbolic by itself."""
+    if source is None or not tx.output.numbers_vary(value, source):
+        return build_constant(tx, value, source)
+    tx.output.add_guard(source, GuardKind.LENGTH_CHECK, value)  # (its type too)
+    items = [VariableTracker.build(tx, v, GetItemSource(source, i), realize=True) for i, v in enumerate(value)]
+    return SizeVariable(items, source=source)
 
 
 def size_numel(tx, items: list[VariableTracker]) -> VariableTracker:
@@ -103,3 +119,11 @@ def _type_name(var: VariableTracker) -> str:
         return var.python_type().__name__
     except Exception:  # noqa: BLE001 (a tracker that cannot say: name its kind of value)
         return "Python"
+
+
+def holds_symbolic_numbers(var: VariableTracker) -> bool:
+    """Whether ``var`` is a symbolic number or a tuple or list holding one (at any depth)."""
+    var = var.realize() if isinstance(var, LazyVariableTracker) else var
+    if isinstance(var, SymNodeVariable):
+        return True
+    return isinstance(var, (TupleVariable, ListVariable)) and any(holds_symbolic_numbers(v) for v in var.items)

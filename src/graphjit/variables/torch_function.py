@@ -20,6 +20,7 @@ from .base import VariableTracker, call_python, register_builder_by_id
 from .constant import ConstantVariable
 from .grad_mode import GradModeVariable, InferenceModeVariable
 from .sequences import TupleVariable
+from .sizes import holds_symbolic_numbers
 
 
 def _compiling_flags() -> set:
@@ -141,6 +142,8 @@ class TorchFunctionVariable(VariableTracker):
                 if fn is torch.is_tensor:
                     return ConstantVariable(args[0].is_tensor())
                 return args[0].call_method(tx, fn.__name__, [], {})
+        if fn is torch.tensor and args and not args[0].is_tensor() and holds_symbolic_numbers(args[0]):
+            fn = torch._refs.tensor  # built from the symbolic values, none specialized (as TorchDynamo)
         return tx.output.call(tx, "call_function", fn, list(args), dict(kwargs))
 
 
