@@ -130,6 +130,12 @@ def fstring_of_a_shape(x):
     return x + 1, f"shape {x.shape} {x.shape[1:]!r}"
 
 
+def size_ordering(x, y):
+    """Sizes ordered as tuples (gpytorch compares batch shapes): the first items that
+    differ decide, each decision a guard."""
+    return x.sum(), x.shape < y.shape, x.shape[1:] >= (3,), [x.shape[0], 2] <= [9, 4]
+
+
 def gp_like(x):
     """gpytorch's ExactGP prediction in small: a distribution object made in compiled code
     keeps a ``torch.Size`` slice of its input's shape, and a later method views a
@@ -182,6 +188,8 @@ CALLS = {
     "sizes_across_a_break": (sizes_across_a_break, _rows(3, 5, 7, 9)),
     "fstring_of_a_size": (fstring_of_a_size, _rows(3, 5, 7)),
     "fstring_of_a_shape": (fstring_of_a_shape, _rows(3, 5, 7)),
+    "size_ordering": (size_ordering, [(_r(3, 4), _r(3, 5)), (_r(4, 4), _r(3, 5)), (_r(5, 2), _r(6, 2)),
+                                      (_r(7, 3), _r(8, 3))]),
     "gp_like": (gp_like, [(_r(n, seed=n),) for n in (5, 7, 9, 11)]),
     "addcmul_broadcast": (addcmul_broadcast, [(_r(n, 3), _r(n, 3, seed=1), _r(1, 3, seed=2)) for n in (4, 6, 8)]),
     "shape_mismatch": (shape_mismatch, [(_r(3, 4), _r(4, 2)), (_r(5, 4), _r(4, 2)), (_r(5, 4), _r(3, 2))]),
@@ -201,6 +209,7 @@ TORCH_COMPILE = {
     "sizes_across_a_break": (3, 4),
     "fstring_of_a_size": (None, None),
     "fstring_of_a_shape": (2, 0),
+    "size_ordering": (4, 3),
     "gp_like": (2, 1),
     "addcmul_broadcast": (2, 1),
     "shape_mismatch": (None, None),  # torch.compile raises TorchRuntimeError, eager RuntimeError

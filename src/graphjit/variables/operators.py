@@ -155,8 +155,10 @@ def _container_op(tx, op, left, right) -> VariableTracker:
         return VariableTracker.build(tx, call_python(_name(op), op, left.as_python_constant(),
                                                      right.as_python_constant()))
     if isinstance(left, BaseSequenceVariable) and isinstance(right, BaseSequenceVariable) and \
-            op in (operator.lt, operator.le, operator.gt, operator.ge):
-        raise unsupported("ordering of sequences with non-constant items", f"{left!r} {_name(op)} {right!r}")
+            op in (operator.lt, operator.le, operator.gt, operator.ge) and \
+            (left.python_type() is list) == (right.python_type() is list):
+        # (sizes with symbolic items: each ``==`` and the deciding ``<`` are guards)
+        return tx.inline_polyfill(poly.sequence_order, [left, right, VariableTracker.build(tx, op)])
     raise observed(TypeError, f"unsupported operand type(s) for {_name(op)}: "
                               f"'{left.python_type().__name__}' and '{right.python_type().__name__}'")
 

@@ -250,6 +250,10 @@ def sym_builtin(tx, fn, args: list) -> VariableTracker | None:
         return _TYPE_QUERIES[fn](tx, args[0])
     if fn is isinstance and len(args) == 2 and isinstance(args[0], SymNodeVariable) and args[1].is_python_constant():
         return ConstantVariable(issubclass(args[0].python_type(), args[1].as_python_constant()))
+    if fn in SYM_BINARY_OPS or fn in _INPLACE:  # ``operator.lt(a, b)`` called as a function
+        return sym_binary_op(tx, fn, *args) if len(args) == 2 else None
+    if fn in SYM_UNARY_OPS:
+        return sym_call(tx, fn, args) if len(args) == 1 and _is_number(args[0]) else None
     target = _SYM_BUILTINS.get(fn)
     if target is None or not all(_is_number(a) for a in args):
         return None
