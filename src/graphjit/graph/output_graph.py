@@ -469,7 +469,8 @@ class OutputGraph:
         tensor = next((a for a in [*args, *kwargs.values()] if isinstance(a, TensorVariable)), None)
         if tensor is None:
             raise unsupported("value drawn from random at run time as the only operand of a tensor "
-                              "operation", repr(args), "Its dtype would depend on the value.")
+                              "operation", f"{len(args)} operands, none of them a tensor",
+                              "Its dtype would depend on the value.")
 
         def lift(v):
             return lift_to_graph(tx, v, tensor.example_value) if isinstance(v, PrologueValueVariable) else v
@@ -647,4 +648,14 @@ def _to_node_arg(var: VariableTracker):
         return var.value
     if var.is_python_constant():
         return var.as_python_constant()
-    raise unsupported("unsupported argument to a tensor operation", repr(var))
+    raise unsupported("unsupported argument to a tensor operation", f"a {_kind_of(var)} value",
+                      "Only tensors, symbolic numbers, constants and tuples or lists of them "
+                      "can be arguments of a graph operation.")
+
+
+def _kind_of(var: VariableTracker) -> str:
+    """The Python type a tracker stands for, by name (for messages: never a tracker repr)."""
+    try:
+        return var.python_type().__qualname__
+    except Exception:  # noqa: BLE001 (a tracker that cannot say)
+        return "Python"

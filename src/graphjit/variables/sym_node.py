@@ -88,7 +88,8 @@ class SymNodeVariable(VariableTracker):
 
     def as_python_constant(self):
         if probing():
-            raise unsupported("symbolic value", repr(self), "Probing does not specialize.")
+            raise unsupported("symbolic value", f"{self.python_type().__name__} {self.sym.node.expr}",
+                              "Probing does not specialize.")
         return self.evaluate()
 
     def truthiness(self, tx) -> bool:
