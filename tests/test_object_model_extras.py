@@ -475,7 +475,7 @@ def test_threads_first_call_compiles_once(what):
 # --------------------------------------------------------------------------------------
 
 VARIABLES = pathlib.Path(graphjit.__file__).parent / "variables"
-LAYERS = ["base", "constant", "object_ids", "sym_node", "tensor", "sequences", "dicts", "sets", "iterators", "random_values", "cells",
+LAYERS = ["base", "constant", "object_ids", "sym_node", "tensor", "sequences", "sizes", "dicts", "sets", "iterators", "random_values", "cells",
           "functions", "exceptions", "object_protocol", "instance_attrs",
           "dict_objects", "objects", "nn_module", "operators",
           "grad_mode", "builtins", "library", "torch_function", "checkpoint", "copying", "functional_call",
