@@ -137,9 +137,9 @@ def reload_source(var: SymNodeVariable) -> Source | None:
     """Where generated code reads the value of ``var`` without the graph: a symbolic
     ``int`` that is exactly a size of an input tensor (``x.shape[0]`` while ``s0`` is
     free) is read again as ``x.shape[0]``, as TorchDynamo reads a size symbol from its
-    ``TensorPropertySource``; a symbolic number that is exactly a number argument, from
-    that argument.  It is a Python ``int`` (``float``) in the program, and no graph output
-    is needed for it: a graph of only such sizes is no graph."""
+    ``TensorPropertySource``; a symbolic ``int`` that is exactly a number argument, from
+    that argument.  It is a Python ``int`` in the program, and no graph output is needed
+    for it: a graph of only such sizes is no graph."""
     expr = var.sym.node.expr
     if not isinstance(expr, sympy.Symbol):
         return None
@@ -148,8 +148,8 @@ def reload_source(var: SymNodeVariable) -> Source | None:
         prop = getattr(getattr(src, "prop", None), "name", None)
         if type(var.sym) is torch.SymInt and prop == "SIZE" and isinstance(getattr(src, "base", None), ShapeSource):
             return GetItemSource(AttrSource(src.base.inner, "shape"), src.idx)
-        if isinstance(src, ShapeSource) and type(var.sym) in (torch.SymInt, torch.SymFloat):
-            return src.inner
+        if isinstance(src, ShapeSource) and type(var.sym) is torch.SymInt:
+            return src.inner  # (a float stays a graph output: see OutputGraph.float_outputs_need_pinning)
     return None
 
 
