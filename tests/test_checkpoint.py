@@ -226,7 +226,9 @@ def test_transformers_gradient_checkpointing_one_graph():
     for n, p in model.named_parameters():
         torch.testing.assert_close(p.grad, grads[n], rtol=1e-4, atol=1e-5, msg=lambda m, n=n: f"{n}: {m}")
     assert cnt.frame_count == 1
-    assert {n.meta["ac_graph_id"] for n in cnt.graphs[0].graph.nodes if "ac_graph_id" in n.meta} == {1, 2}
+    # one checkpointed region per decoder layer, in the graph itself (a block that
+    # checkpoints itself is not a reused body)
+    assert len({n.meta["ac_graph_id"] for n in cnt.graphs[0].graph.nodes if "ac_graph_id" in n.meta}) == 2
 
 
 USE_REENTRANT = False

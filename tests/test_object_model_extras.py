@@ -477,9 +477,9 @@ def test_threads_first_call_compiles_once(what):
 VARIABLES = pathlib.Path(graphjit.__file__).parent / "variables"
 LAYERS = ["base", "constant", "object_ids", "sym_node", "tensor", "sequences", "sizes", "dicts", "sets", "iterators", "random_values", "cells",
           "functions", "exceptions", "object_protocol", "instance_attrs",
-          "dict_objects", "objects", "nn_module", "operators",
+          "dict_objects", "objects", "nn_module", "torchscript", "numpy_values", "generators", "operators",
           "grad_mode", "builtins", "library", "torch_function", "checkpoint", "copying", "functional_call",
-          "builder"]
+          "tensor_subclasses", "mode_stack", "dispatch_probe", "torch_modes", "builder"]
 
 
 def _is_type_checking(node):

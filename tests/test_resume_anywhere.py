@@ -36,7 +36,9 @@ PAT = re.compile("a+")
 PAT2 = re.compile("b+")
 ARR = array.array("i", [1, 2, 3])
 TD = datetime.timedelta(days=2)
-NP = np.array([1, 2, 3])
+# numpy arrays are folded when small (tests/test_numpy_values.py); one larger than the
+# 4 KB graphjit guards by contents is not
+NP = np.arange(1000)
 TL = threading.local()
 TL.v = 3
 LOCK = threading.Lock()

@@ -23,3 +23,8 @@ capture_dynamic_output_shape_ops: bool = False
 #: ``Tensor.item()`` is traced as an unbacked symbolic number instead of graph-breaking
 #: (torch.compile's ``capture_scalar_outputs``; off by default, as there).
 capture_scalar_outputs: bool = False
+
+#: A module called many times on identical structure (the blocks of a ``ModuleList``) is
+#: traced once, as a subgraph called through ``invoke_subgraph`` for every block whose
+#: guards re-evaluate the same (``variables/hops/repeated_blocks.py``).
+reuse_repeated_blocks: bool = True

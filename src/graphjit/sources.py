@@ -330,6 +330,27 @@ class FloatTensorSource(ConvertedSource):
     convert = staticmethod(as_float_tensor)
 
 
+def _cache_hashes() -> None:
+    """Chained sources are frozen dataclasses whose generated ``__hash__`` hashes the whole
+    chain on every call (guards put hundreds of deep sources in dicts): each source keeps
+    its hash after the first."""
+    def cached(original):
+        def __hash__(self):  # noqa: N807
+            h = self.__dict__.get("_hash")
+            if h is None:
+                h = original(self)
+                object.__setattr__(self, "_hash", h)
+            return h
+        return __hash__
+
+    pending = [Source]
+    while pending:
+        cls = pending.pop()
+        pending.extend(cls.__subclasses__())
+        if dataclasses.is_dataclass(cls) and "__hash__" in cls.__dict__ and "__slots__" not in cls.__dict__:
+            cls.__hash__ = cached(cls.__dict__["__hash__"])
+
+
 def module_attr_source(base: Source, attr: str, kind: str) -> Source:
     """Source of ``module.attr`` for an ``nn.Module`` attribute stored in ``_modules``,
     ``_parameters`` or ``_buffers`` (``kind``): read straight from that dict, which is
@@ -342,3 +363,6 @@ def is_module_tensor_source(source: Source) -> bool:
     keep static sizes, as torch.compile keeps them)?"""
     return isinstance(source, GetItemSource) and isinstance(source.base, AttrSource) \
         and source.base.attr in ("_parameters", "_buffers")
+
+
+_cache_hashes()

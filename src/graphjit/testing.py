@@ -83,6 +83,16 @@ def assert_equal(actual: Any, expected: Any, path: str = "result") -> None:
     elif isinstance(expected, BaseException):  # exceptions compare by identity: by type and args
         assert type(actual) is type(expected), f"{path}: {type(actual)} != {type(expected)}"
         assert_equal(actual.args, expected.args, f"{path}.args")
+    elif type(expected).__module__ == "numpy" and hasattr(expected, "dtype"):  # arrays, numpy scalars
+        assert type(actual) is type(expected), f"{path}: {type(actual)} != {type(expected)}"
+        assert actual.dtype == expected.dtype and actual.shape == expected.shape, (
+            f"{path}: {actual.dtype}{actual.shape} != {expected.dtype}{expected.shape}")
+        assert (actual.tobytes() == expected.tobytes() if expected.dtype.kind not in "fc" else
+                bool(((actual == expected) | ((actual != actual) & (expected != expected))).all())), (
+            f"{path}: {actual!r} != {expected!r}")
+    elif isinstance(expected, torch.Generator):  # compared by state
+        assert isinstance(actual, torch.Generator), f"{path}: {type(actual)} != torch.Generator"
+        assert torch.equal(actual.get_state(), expected.get_state()), f"{path}: generator states differ"
     elif type(expected) is random.Random:  # generators compared by state
         assert type(actual) is random.Random, f"{path}: {type(actual)} != random.Random"
         assert actual.getstate() == expected.getstate(), f"{path}: generator states differ"

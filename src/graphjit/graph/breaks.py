@@ -54,6 +54,8 @@ from ..variables import (
     is_new,
 )
 from ..variables.nn_module import is_leaf_module
+from ..variables.mode_stack import pop_function_modes
+from ..variables.torch_modes import resumable_exit
 from .codegen import PyCodegen
 from .resume import cell_names, copy_instructions, resume_code, stack_name, super_first_arg
 
@@ -272,18 +274,26 @@ class BreakCodegen:
 
     def _restore_grad_mode_on_error(self, passthrough, first: int, depth: int) -> None:
         """The instruction run at a break inside ``with torch.no_grad()`` (or
-        ``enable_grad()``) is outside the block's own cleanup: if it raises, the handler
-        emitted here puts back the grad mode the outermost such block was entered with, as
-        the blocks' ``__exit__`` would, and re-raises."""
+        ``enable_grad()``, or ``with Mode():`` of a torch-function mode) is outside the
+        block's own cleanup: if it raises, the handler emitted here puts back the grad
+        mode the outermost such block was entered with and pops the modes the blocks
+        pushed, as their ``__exit__`` would, and re-raises."""
         exits = [v for v in passthrough if isinstance(v, WithExitVariable)]
-        if not exits:
+        modes = sum(1 for v in passthrough if resumable_exit(v))  # ``with Mode():`` blocks: pop
+        if not exits and not modes:
             return
         cg = self.cg
-        handler = [create_instruction("PUSH_NULL"),
-                   create_instruction("LOAD_CONST", argval=torch._C._set_grad_enabled),
-                   create_instruction("LOAD_CONST", argval=exits[0].ctx.previous),
-                   *create_call(1), create_instruction("POP_TOP"),
-                   create_instruction("RERAISE", arg=0)]
+        handler = []
+        if modes:
+            handler += [create_instruction("PUSH_NULL"), create_instruction("LOAD_CONST", argval=pop_function_modes),
+                        create_instruction("LOAD_CONST", argval=modes), *create_call(1),
+                        create_instruction("POP_TOP")]
+        if exits:
+            handler += [create_instruction("PUSH_NULL"),
+                        create_instruction("LOAD_CONST", argval=torch._C._set_grad_enabled),
+                        create_instruction("LOAD_CONST", argval=exits[0].ctx.previous),
+                        *create_call(1), create_instruction("POP_TOP")]
+        handler.append(create_instruction("RERAISE", arg=0))
         covered = cg.instructions[first:]
         entry = ExceptionTableEntry(covered[0], covered[-1], handler[0], depth, False)
         for inst in covered:

@@ -15,6 +15,7 @@ from ..bytecode.instruction import create_instruction
 from ..exc import InternalError
 from ..variables import TensorVariable, VariableTracker
 from ..variables.sym_node import SymNodeVariable, reload_source
+from ..variables.mode_stack import overrides_torch_function, without_torch_function
 from .codegen import PyCodegen
 from .output_graph import GraphArg, OutputGraph
 
@@ -28,6 +29,8 @@ class CompiledGraph:
                  fake_mode: FakeTensorMode | None = None) -> None:
         self.name, self.gm, self.fn, self.graph_args = name, gm, fn, graph_args
         self.fake_mode = fake_mode  # the trace's (its ShapeEnv knows the symbolic sizes)
+        #: what the graph runs under (``torch_modes.runtime_context``), or ``None``
+        self.runtime_context = None
         self.__name__ = self.__qualname__ = name
 
     def __call__(self, *args):
@@ -95,10 +98,18 @@ def compile_graph(compiled: CompiledGraph, compiler_fn) -> None:
     symbolic sizes."""
     example_inputs = [a.example if isinstance(a.example, torch.Tensor) else a.node.meta["example_value"]
                       for a in compiled.graph_args]
+    # a ``__torch_function__`` subclass input is a plain tensor to the graph (its fake is
+    # plain; the trace already ran its ``__torch_function__``)
+    plain = tuple(i for i, a in enumerate(example_inputs)
+                  if isinstance(a, torch.Tensor) and overrides_torch_function(type(a)))
+    for i in plain:
+        example_inputs[i] = example_inputs[i].as_subclass(torch.Tensor)
     with tracing(TracingContext(compiled.fake_mode or FakeTensorMode())):
         fn = compiler_fn(compiled.gm, example_inputs)
     if not callable(fn):
         raise InternalError(f"backend returned a non-callable {type(fn).__name__}")
+    if compiled.runtime_context is not None or plain:  # the handlers' ops must not dispatch again
+        fn = without_torch_function(fn, compiled.runtime_context, plain)
     compiled.fn = fn
 
 

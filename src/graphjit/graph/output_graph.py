@@ -34,8 +34,17 @@ from typing import Any
 
 import torch
 import torch.fx
-from torch._subclasses.fake_tensor import FakeCopyMode, FakeTensorMode
-from torch.fx.experimental.symbolic_shapes import compute_unbacked_bindings
+from torch._subclasses.fake_tensor import (
+    DataDependentOutputException,
+    DynamicOutputShapeException,
+    FakeCopyMode,
+    FakeTensor,
+    FakeTensorMode,
+)
+from torch._subclasses.functional_tensor import FunctionalTensor
+
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode, compute_unbacked_bindings
+from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 from ..exc import ObservedException, unsupported
 from ..guards.guard import Guard, GuardKind
@@ -63,8 +72,12 @@ from ..variables.base import builder_for
 from ..variables.constant import is_constant_value
 from ..variables.dicts import GlobalsDictVariable
 from ..variables.sizes import SizeVariable
+from ..variables.generators import TorchGeneratorVariable
+from ..variables.numpy_values import graph_constant
 from ..variables.random_values import Prologue, PrologueValueVariable, lift_to_graph
 from ..variables.sym_node import SymNodeVariable, as_known, is_symbolic
+from ..variables.tensor_subclasses import add_wrapper_subclass_guards
+from ..variables.torch_modes import TorchFunctionState
 from .shapes import (
     CodeShapes,
     DimDynamic,
@@ -116,6 +129,12 @@ class OutputGraph:
         self.param_overrides: dict[tuple[int, str], VariableTracker] = {}
         #: reuse key -> a traced nested_compile_region body (variables/hops/compile_region.py)
         self.compile_regions: dict = {}
+        #: guards requested and sources read while recording (``recording_reads``)
+        self.read_log: list | None = None
+        #: repeated blocks traced once (variables/hops/repeated_blocks.py)
+        self.block_records: dict = {}
+        #: inside an activation-checkpointed call (its ops are tagged in this graph)
+        self.checkpointing = 0
         #: which sizes and numbers are symbolic (``None``: all static)
         self.shapes = shapes
         self.shape_env = new_shape_env()
@@ -150,6 +169,8 @@ class OutputGraph:
         self._checkpoints = 0
         #: float argument source -> the ``item()`` node of its tensor input
         self._float_items: dict[Source, torch.fx.Node] = {}
+        #: the symbolic torch-function mode stack and flags (``variables/torch_modes.py``)
+        self.torch_function = TorchFunctionState()
 
     def next_checkpoint_id(self) -> int:
         """A new ``ac_graph_id`` for the ops of one activation-checkpointed call."""
@@ -165,10 +186,26 @@ class OutputGraph:
                   other: Source | None = None) -> None:
         guard = Guard(source, kind, value, other)
         self.guards.setdefault(guard.key, guard)
+        if self.read_log is not None:
+            self.read_log.append(guard)
+
+    @contextlib.contextmanager
+    def recording_reads(self):
+        """Record every guard requested and every source read (built, or found already
+        built) while the block runs: what a trace of it depended on."""
+        outer, self.read_log = self.read_log, []
+        try:
+            yield self.read_log
+        finally:
+            log, self.read_log = self.read_log, outer
+            if outer is not None:
+                outer.extend(log)
 
     # -- building trackers ----------------------------------------------------------------
     def build_value(self, tx, value: Any, source: Source | None) -> VariableTracker:
         """The tracker of ``value`` (see the module docstring); guards through ``source``."""
+        if source is not None and self.read_log is not None:
+            self.read_log.append(source)
         if source is not None:
             known = self.source_cache.get(source)
             if known is not None:
@@ -199,6 +236,8 @@ class OutputGraph:
 
     def lazy_value(self, tx, value: Any, source: Source) -> VariableTracker:
         """A tracker for ``value`` that builds (and guards) it when first used."""
+        if self.read_log is not None:
+            self.read_log.append(source)
         known = self.source_cache.get(source)
         if known is not None:
             return known
@@ -216,7 +255,8 @@ class OutputGraph:
                 self.add_guard(source, GuardKind.OBJECT_ALIASING, other=known.source)
             return TensorVariable(known.node, known._example, source=source)
         dims = None
-        if self.shapes is not None and not is_module_tensor_source(source):
+        wrapper = is_traceable_wrapper_subclass(tensor)  # (its sizes stay static)
+        if self.shapes is not None and not is_module_tensor_source(source) and not wrapper:
             dims = self.shapes.dynamic_dims(tensor, source)
         if dims and any(d is not DimDynamic.STATIC for d in dims):
             context = symbolic_context(dims, marked_dims(tensor))
@@ -229,6 +269,8 @@ class OutputGraph:
             fake = self.fake_mode.from_tensor(tensor, static_shapes=True)
         node = self._new_input(source, tensor, fake)
         self.add_guard(source, GuardKind.TENSOR_MATCH, tensor)
+        if wrapper:
+            add_wrapper_subclass_guards(self, tensor, source)
         var = TensorVariable(node, fake, source=source)
         self._inputs_by_id[id(tensor)] = var
         return var
@@ -335,7 +377,8 @@ class OutputGraph:
         return node
 
     def add_attr(self, value: Any, hint: str) -> str:
-        """Register a parameter, buffer, constant tensor or module on the root; its name."""
+        """Register a parameter, buffer, constant tensor, module or opaque object (a
+        ``torch.Generator``) on the root; its name."""
         known = self._attrs_by_id.get(id(value))
         if known is not None:
             return known[0]
@@ -349,8 +392,10 @@ class OutputGraph:
             self._alias_module_tensors(name, value)
         elif isinstance(value, torch.nn.Parameter):
             self.root.register_parameter(name, value)
-        else:
+        elif isinstance(value, torch.Tensor):
             self.root.register_buffer(name, value)
+        else:  # an opaque object an op takes (a torch.Generator)
+            setattr(self.root, name, value)
         self._attrs_by_id[id(value)] = (name, value)
         return name
 
@@ -372,12 +417,17 @@ class OutputGraph:
                 delattr(self.root, known[0])
                 self._attrs_by_id[id(tensor)] = (dotted, tensor)
 
-    def get_attr_tensor(self, tensor: torch.Tensor, hint: str, source: Source | None) -> TensorVariable:
+    def get_attr_tensor(self, tensor: torch.Tensor, hint: str, source: Source | None,
+                        origin: Source | None = None) -> TensorVariable:
+        """The ``get_attr`` node of a tensor registered on the root (``origin``: where the
+        trace read it, kept in the node's meta)."""
         name = self.add_attr(tensor, hint)
         node = self._attr_nodes.get(name)
         if node is None or node._erased or node.target != name:
             node = self._attr_nodes[name] = self.frame_graph.get_attr(name)
             node.meta["example_value"] = self.fake_mode.from_tensor(tensor, static_shapes=True)
+            if origin is not None:
+                node.meta["origin"] = origin
         fake = node.meta["example_value"]
         var = TensorVariable(node, fake, source=source)
         var.class_type = type(tensor)  # a Parameter is one (isinstance(p, nn.Parameter))
@@ -489,10 +539,11 @@ class OutputGraph:
         fake_args = torch.fx.node.map_arg(node_args[1:], _example)
         fake_kwargs = torch.fx.node.map_arg(node_kwargs, _example)
         fake = self.fake_module(target)
-        example = self._run_fake("call_function", _leaf_forward, (fake, *fake_args), fake_kwargs)
-        node = self.graph.create_node("call_function", _leaf_forward, node_args, node_kwargs)
+        forward = _rnn_leaf_forward if isinstance(module, torch.nn.RNNBase) else _leaf_forward
+        example = self._run_fake("call_function", forward, (fake, *fake_args), fake_kwargs)
+        node = self.graph.create_node("call_function", forward, node_args, node_kwargs)
         node.meta["stack"] = tx.user_stack_summary()
-        return self.wrap_result(node, example, "call_function", _leaf_forward)
+        return self.wrap_result(node, example, "call_function", forward)
 
     def fake_module(self, target: str) -> torch.nn.Module:
         """The registered module ``target``, to run on fake inputs.  A module with buffers
@@ -526,28 +577,8 @@ class OutputGraph:
         if is_symbolic(example):
             return SymNodeVariable(node, example)
         example = as_known(example)
-        if isinstance(example, (tuple, list)) and any(isinstance(e, torch.Tensor) or is_symbolic(e)
-                                                      for e in example):
-            node.meta["example_value"] = example
-            items = []
-            for i, e in enumerate(example):
-                if isinstance(e, torch.Tensor):
-                    item = self.graph.create_node("call_function", operator.getitem, (node, i))
-                    item.meta["example_value"] = e
-                    items.append(TensorVariable(item, e))
-                elif is_symbolic(e):
-                    item = self.graph.create_node("call_function", operator.getitem, (node, i))
-                    items.append(SymNodeVariable(item, e))
-                elif is_constant_value(e := as_known(e)):
-                    items.append(ConstantVariable(e))
-                else:
-                    raise unsupported("unsupported operator output", f"{type(e).__name__} item")
-            if isinstance(example, list):
-                return ListVariable(items)
-            if type(example) is torch.Size:
-                return SizeVariable(items)
-            named = type(example) if type(example) is not tuple else None
-            return TupleVariable(items, namedtuple_cls=named)
+        if isinstance(example, (tuple, list)) and _holds_graph_values(example):
+            return self._wrap_items(node, example)
         mutating = isinstance(target, str) and target.endswith("_") or op == "call_module"
         if example is None:
             return ConstantVariable(None)
@@ -557,6 +588,33 @@ class OutputGraph:
             return ConstantVariable(example)
         raise unsupported("unsupported operator output",
                           f"{target_name(op, target)} returned {type(example).__name__}")
+
+    def _wrap_items(self, node: torch.fx.Node, example: tuple | list) -> VariableTracker:
+        """A tuple or list result: its tensors and symbolic numbers as ``getitem`` nodes,
+        nested tuples and lists too (an LSTM's ``(out, (h, c))``)."""
+        node.meta["example_value"] = example
+        items = []
+        for i, e in enumerate(example):
+            if isinstance(e, torch.Tensor):
+                item = self.graph.create_node("call_function", operator.getitem, (node, i))
+                item.meta["example_value"] = e
+                items.append(TensorVariable(item, e))
+            elif is_symbolic(e):
+                item = self.graph.create_node("call_function", operator.getitem, (node, i))
+                items.append(SymNodeVariable(item, e))
+            elif type(e) in (tuple, list) and _holds_graph_values(e):
+                items.append(self._wrap_items(self.graph.create_node("call_function", operator.getitem,
+                                                                     (node, i)), e))
+            elif is_constant_value(e := as_known(e)):
+                items.append(ConstantVariable(e))
+            else:
+                raise unsupported("unsupported operator output", f"{type(e).__name__} item")
+        if isinstance(example, list):
+            return ListVariable(items)
+        if type(example) is torch.Size:
+            return SizeVariable(items)
+        named = type(example) if type(example) is not tuple else None
+        return TupleVariable(items, namedtuple_cls=named)
 
     def prune_unused_sizes(self, keep: list[torch.fx.Node]) -> None:
         """Remove nodes that compute sizes or symbolic numbers nothing uses (a size read
@@ -605,6 +663,12 @@ def _value_of(var: VariableTracker) -> Any:
     return getattr(var, "value", None)
 
 
+def _holds_graph_values(example) -> bool:
+    """A tensor or symbolic number among the items (of nested tuples and lists too)."""
+    return any(isinstance(e, torch.Tensor) or is_symbolic(e) or
+               (type(e) in (tuple, list) and _holds_graph_values(e)) for e in example)
+
+
 def _is_size_value(value) -> bool:
     """A number, symbolic number, or tuple of them (``x.size()``): what size arithmetic
     computes, never a tensor."""
@@ -621,12 +685,32 @@ def _leaf_forward(module, *args, **kwargs):
 _leaf_forward.__module__ = "graphjit_runtime"  # written into graph code as a global
 
 
+def _rnn_leaf_forward(module, *args, **kwargs):
+    """An RNN module's class ``forward`` (graph target).  Traced by a compiling backend
+    (fake or functional inputs), it runs with oneDNN off: AOTAutograd's trace of the
+    oneDNN LSTM kernel (``mkldnn_rnn_layer``) saves an undefined workspace that its runtime
+    rejects (``torch.compile`` with ``allow_rnn`` fails the same way), the native kernels
+    trace cleanly.  Run on real tensors, the module's kernels are eager's."""
+    first = args[0] if args else None
+    if isinstance(first, (FakeTensor, FunctionalTensor)) and torch._C._get_mkldnn_enabled():
+        torch._C._set_mkldnn_enabled(False)
+        try:
+            return type(module).forward(module, *args, **kwargs)
+        finally:
+            torch._C._set_mkldnn_enabled(True)
+    return type(module).forward(module, *args, **kwargs)
+
+
+_rnn_leaf_forward.__module__ = "graphjit_runtime"
+
+
 def called_leaf_module(gm: torch.fx.GraphModule, node: torch.fx.Node) -> torch.nn.Module | None:
     """The leaf module ``node`` of ``gm`` calls (a ``call_module`` node, or the call of a
     module's ``forward`` that graphjit emits for leaves), else ``None``."""
     if node.op == "call_module":
         return gm.get_submodule(node.target)
-    if node.op == "call_function" and node.target is _leaf_forward and node.args[0].op == "get_attr":
+    if node.op == "call_function" and node.target in (_leaf_forward, _rnn_leaf_forward) and \
+            node.args[0].op == "get_attr":
         return gm.get_submodule(node.args[0].target)
     return None
 
@@ -639,15 +723,17 @@ def _to_node_arg(var: VariableTracker):
     """A tracker as an fx argument: nodes for tensors, values for constants."""
     if isinstance(var, (TensorVariable, SymNodeVariable)) or getattr(var, "is_graph_value", False):
         return var.node
+    if isinstance(var, TorchGeneratorVariable):
+        return var.graph_node()
     if isinstance(var, (TupleVariable, ListVariable)):
         items = [_to_node_arg(v) for v in var.items]
         return items if isinstance(var, ListVariable) else tuple(items)
     if isinstance(var, SliceVariable):
         return slice(*(_to_node_arg(p) for p in var.parts))
     if isinstance(var, ConstantVariable):
-        return var.value
+        return graph_constant(var.value)  # (numpy scalars as Python numbers)
     if var.is_python_constant():
-        return var.as_python_constant()
+        return graph_constant(var.as_python_constant())
     raise unsupported("unsupported argument to a tensor operation", f"a {_kind_of(var)} value",
                       "Only tensors, symbolic numbers, constants and tuples or lists of them "
                       "can be arguments of a graph operation.")

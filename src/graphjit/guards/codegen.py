@@ -15,6 +15,7 @@ failing ones (the runtime reports the entry with the fewest).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
 import math
@@ -27,7 +28,7 @@ import torch
 
 from .shapes import ShapeGuards
 from ..sources import ConstSource, GuardScope
-from .guard import GlobalQuery, Guard, GuardKind
+from .guard import MODE_STATE, GlobalQuery, Guard, GuardKind
 
 _SIMPLE_CONSTANTS = (int, str, bool, type(None))
 
@@ -120,6 +121,12 @@ def signature_text(code: types.CodeType, extra_kwonly: tuple[str, ...] = ()) -> 
 
 
 def _short(value: Any) -> str:
+    """An expected value as failure messages show it (cheap: a module's ``repr`` walks its
+    whole tree and a tensor's prints its data)."""
+    if isinstance(value, torch.nn.Module):
+        return f"<{type(value).__qualname__} at {id(value):#x}>"
+    if isinstance(value, torch.Tensor):
+        return f"<{type(value).__name__} {str(value.dtype).removeprefix('torch.')}{list(value.shape)} at {id(value):#x}>"
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
@@ -272,6 +279,8 @@ def _equals(label: str, expr: str, expected: Any, c: _Consts) -> GuardPart:
         return GuardPart(label, f"{expr} is {c.ref(expected)}", expr, str(expected))
     if expected is None or isinstance(expected, bool):
         return GuardPart(label, f"{expr} is {expected!r}", expr, repr(expected))
+    if type(expected) is int:
+        return GuardPart(label, f"{expr} == {expected!r}", expr, repr(expected))
     return GuardPart(label, f"{expr} == {c.ref(expected)}", expr, _short(expected))
 
 
@@ -321,6 +330,9 @@ def _collect_parts(ordered: list[Guard], scope: GuardScope, c: _Consts, fn, glob
                    dynamic_tensors: dict, shape_guards: ShapeGuards | None) -> list[GuardPart]:
     """Every check, cheapest first (see the module docstring)."""
     parts: list[GuardPart] = []
+    for q in global_state:  # the mode stacks first: checked before any tensor is read
+        if q.name in MODE_STATE:
+            parts.append(_equals(f"global {q.name}", f"{c.ref(q.fn, '___' + q.name.lower())}()", q.expected, c))
     if check_defaults:
         d, kwd = fn.__defaults__, fn.__kwdefaults__
         d_expr = "___self_fn.__defaults__ is " + ("None" if d is None else c.ref(d))
@@ -332,6 +344,8 @@ def _collect_parts(ordered: list[Guard], scope: GuardScope, c: _Consts, fn, glob
         if g.kind not in late:
             parts += guard_expressions(g, scope, c)
     for q in global_state:
+        if q.name in MODE_STATE:
+            continue
         parts.append(_equals(f"global {q.name}", f"{c.ref(q.fn, '___' + q.name.lower())}()", q.expected, c))
     tensors = [g for g in ordered if g.kind is GuardKind.TENSOR_MATCH]
     for g in tensors:
@@ -356,7 +370,8 @@ def build_guard_function(guards: list[Guard], code: types.CodeType, fn: types.Fu
                          closure_arg: bool = False,
                          relaxed_tensors: dict[int, frozenset[str]] | None = None,
                          check_defaults: bool = True, dynamic_tensors: dict | None = None,
-                         shape_guards: ShapeGuards | None = None) -> GuardFunction:
+                         shape_guards: ShapeGuards | None = None,
+                         torch_function_free: bool = False) -> GuardFunction:
     """Compile ``guards`` (plus the global-state checks) into a :class:`GuardFunction`.
 
     With ``closure_arg`` the function's free variables are read from a keyword-only
@@ -367,7 +382,10 @@ def build_guard_function(guards: list[Guard], code: types.CodeType, fn: types.Fu
     guard also checks that ``fn.__defaults__``/``__kwdefaults__`` are still the ones the
     guard's own signature was built with (the user may reassign them).
     ``dynamic_tensors`` maps ``id(tensor)`` to its fake where some sizes are symbolic;
-    ``shape_guards`` are the ShapeEnv's guards over those sizes and symbolic numbers."""
+    ``shape_guards`` are the ShapeEnv's guards over those sizes and symbolic numbers.
+    With ``torch_function_free`` every check after the mode-state ones runs under
+    ``torch._C.DisableTorchFunction`` (the call's modes, or its inputs'
+    ``__torch_function__``, must not run when a guard reads a tensor's metadata)."""
     relaxed_tensors = relaxed_tensors or {}
     closure_index = tuple((n, i) for i, n in enumerate(code.co_freevars)) if closure_arg else ()
     c = _Consts()
@@ -390,37 +408,49 @@ def build_guard_function(guards: list[Guard], code: types.CodeType, fn: types.Fu
                "___G": fn.__globals__, "___self_fn": fn}
     if shape_guards is not None:  # what the ShapeEnv's printer writes
         helpers.update(math=math, sympy_floor=math.floor)
+    helpers.update(___no_torch_function=torch._C.DisableTorchFunction, ___no_context=contextlib.nullcontext)
     cell_names = list(c.names) + list(helpers)
     free = [] if closure_arg else list(code.co_freevars)
-    body = " and\n                ".join(f"({p.expr})" for p in fast) or "True"
+    n_mode_state = sum(1 for q in global_state if q.name in MODE_STATE)
+    n_state = n_mode_state if torch_function_free else 0
+    body = " and\n                ".join(f"({p.expr})" for p in fast[n_state:]) or "True"
+    if n_state:
+        state = " and ".join(f"({p.expr})" for p in fast[:n_state])
+        body = (f"{state}):\n"
+                f"                return False\n"
+                f"            with ___no_torch_function():\n"
+                f"                return ({body}")
     guard_src = (
         f"    def ___guard({sig}):\n"
         f"        try:\n"
-        f"            return ({body})\n"
+        + (f"            if not ({body})\n" if n_state else f"            return ({body})\n") +
         f"        except Exception:  # a value of another shape: not this entry\n"
         f"            return False\n"
     )
-    # ___failures evaluates the same checks one by one and describes each that fails
+    # ___failures evaluates the same checks one by one and describes each that fails (a
+    # tensor's metadata read without torch function: the call's modes must not see it)
     rows = "".join(
         f"                ({p.label + ': ' + p.expr!r}, lambda: {p.expr}, "
-        f"{'None' if p.actual is None else 'lambda: ' + p.actual}, {p.expected!r}),\n"
-        for p in parts)
+        f"{'None' if p.actual is None else 'lambda: ' + p.actual}, {p.expected!r}, "
+        f"{'___no_torch_function' if i >= n_mode_state else '___no_context'}),\n"
+        for i, p in enumerate(parts))
     why_src = (
         f"    def ___failures({sig}):\n"
         "        ___out = []\n"
-        "        for ___label, ___check, ___actual, ___expected in (\n"
+        "        for ___label, ___check, ___actual, ___expected, ___context in (\n"
         f"{rows}"
         "        ):\n"
         "            try:\n"
-        "                if ___check():\n"
-        "                    continue\n"
-        "                ___text = ___label\n"
-        "                if ___actual is not None:\n"
-        "                    try:\n"
-        "                        ___got = repr(___actual())\n"
-        "                    except Exception as e:\n"
-        "                        ___got = f'<raised {type(e).__name__}>'\n"
-        "                    ___text += f' (expected {___expected}, actual {___got[:80]})'\n"
+        "                with ___context():\n"
+        "                    if ___check():\n"
+        "                        continue\n"
+        "                    ___text = ___label\n"
+        "                    if ___actual is not None:\n"
+        "                        try:\n"
+        "                            ___got = repr(___actual())\n"
+        "                        except Exception as e:\n"
+        "                            ___got = f'<raised {type(e).__name__}>'\n"
+        "                        ___text += f' (expected {___expected}, actual {___got[:80]})'\n"
         "            except Exception as e:\n"
         "                ___text = f'{___label} (raised {type(e).__name__}: {e})'\n"
         "            ___out.append(___text)\n"

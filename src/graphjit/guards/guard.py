@@ -70,12 +70,35 @@ AUTOCAST_DETAIL: tuple[tuple[str, Callable], ...] = (
 )
 
 
+def function_mode_types() -> tuple[type, ...]:
+    """The types of the torch-function modes active now, bottom first."""
+    return tuple(type(torch._C._get_function_stack_at(i)) for i in range(torch._C._len_torch_function_stack()))
+
+
+#: Checked first, outside any ``DisableTorchFunction`` the rest of a guard runs under: the
+#: torch-function mode stack (its length when empty, else its types per position, as
+#: TorchDynamo's TORCH_FUNCTION_STATE), the dispatch-mode stack (empty: a call under a
+#: TorchDispatchMode runs in Python) and the torch-function enable flags.
+MODE_STATE = frozenset({"TORCH_FUNCTION_MODE_STACK", "TORCH_DISPATCH_MODE_STACK", "TORCH_FUNCTION_ENABLED",
+                        "TORCH_FUNCTION_ALL_DISABLED"})
+
+
+def mode_stack_queries() -> list[GlobalQuery]:
+    """The mode stacks as they are now (see :data:`MODE_STATE`)."""
+    if torch._C._len_torch_function_stack():
+        stack = GlobalQuery("TORCH_FUNCTION_MODE_STACK", function_mode_types, (), function_mode_types())
+    else:
+        stack = GlobalQuery("TORCH_FUNCTION_MODE_STACK", torch._C._len_torch_function_stack, (), 0)
+    return [stack, GlobalQuery("TORCH_DISPATCH_MODE_STACK", torch._C._len_torch_dispatch_stack, (),
+                               torch._C._len_torch_dispatch_stack())]
+
+
 def snapshot_global_state() -> list[GlobalQuery]:
     """The global state at trace start, as queries the guard function repeats."""
     out = [GlobalQuery(name, fn, (), fn()) for name, fn in GLOBAL_STATE]
     if out[3].expected:
         out += [GlobalQuery(name, fn, (), fn()) for name, fn in AUTOCAST_DETAIL]
-    return out
+    return out + mode_stack_queries()
 
 
 #: how ID_MATCH prints for kinds of value (Dynamo's names, as seed 004 shows them)

@@ -49,4 +49,4 @@ def originals() -> list:
     return [original for original, _ in SUBSTITUTES.values()]
 
 
-from . import autograd, builtins, collections, functools, heapq, itertools, operator, profiler, typing  # noqa: E402,F401  (registers them)
+from . import autograd, builtins, collections, functools, heapq, itertools, operator, profiler, torch_function, typing  # noqa: E402,F401  (registers them)

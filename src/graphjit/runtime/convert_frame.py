@@ -45,6 +45,7 @@ from ..sources import AttrSource, ChainedSource, GetItemSource, ObjectKey, modul
 from ..variables.constant import is_constant_value
 from ..variables.nn_module import forward_reads
 from ..variables.object_ids import add_identity_guards
+from ..variables.mode_stack import overrides_torch_function, torch_function_as_at_call, torch_function_cleared
 from ..tracer.translator import InstructionTranslator, Speculation
 from . import stats
 from .mode_state import preserved_modes, restoring_modes
@@ -146,7 +147,13 @@ def convert_frame(fn: types.FunctionType, args: tuple, kwargs: dict, hooks: Hook
         return EAGER_THIS_CALL
     if inside_functorch_transform(fn):
         return EAGER_THIS_CALL
-    if creates_optimizer_state(fn, f_locals):
+    if torch._C._len_torch_dispatch_stack():
+        _record_eager_call(fn, "a TorchDispatchMode is active: this call runs in Python, its "
+                               "ops reach the mode as in eager")
+        return EAGER_THIS_CALL
+    with torch._C.DisableTorchFunction():  # (it reads ``p.grad``: the call's modes must not see it)
+        makes_state = creates_optimizer_state(fn, f_locals)
+    if makes_state:
         logs.emit("graph_breaks", f"{fn.__qualname__} runs in Python on this call: it creates the "
                                   "optimizer's state (the next call is traced)")
         return PLAIN_THIS_CALL
@@ -158,9 +165,11 @@ def convert_frame(fn: types.FunctionType, args: tuple, kwargs: dict, hooks: Hook
         tx = InstructionTranslator(fn.__code__, fn.__globals__, output, f_locals, fn.__closure__,
                                    speculation, hooks.fullgraph)
         try:
-            with preserved_modes():
+            # a mode active at the call must not see graphjit's own tensor work (fake
+            # runs, guard building, the backend): the trace has a symbolic copy of it
+            with preserved_modes(), torch_function_cleared():
                 tx.run()
-            return build_entry(fn, tx, output, global_state, hooks, closure_arg, f_args)
+                return build_entry(fn, tx, output, global_state, hooks, closure_arg, f_args)
         except RestartAnalysis:
             continue
         except Unsupported as e:
@@ -186,6 +195,7 @@ def build_entry(fn, tx: InstructionTranslator, output: OutputGraph, global_state
     """Compile the graph and generate the transformed function for a finished trace."""
     code = fn.__code__
     bp = tx.break_point
+    output.torch_function.finish(tx)  # a changed mode stack: set after the graph
     values = [tx.return_value] if bp is None else break_values(tx, bp)
     values += output.side_effects.values()
     # tensors the graph computes that key a set or dict: outputs, in case one escapes
@@ -230,6 +240,7 @@ def build_entry(fn, tx: InstructionTranslator, output: OutputGraph, global_state
     graphs = []
     if has_graph:
         compiled = finish_graph(output, out_nodes)
+        compiled.runtime_context = output.torch_function.graph_runtime_context()
         codegen_call_graph(cg, compiled, out_nodes)
         graphs.append(compiled)
     if final_grad != initial_grad:
@@ -282,14 +293,26 @@ def _entry_guard(fn, output: OutputGraph, global_state, hooks: Hooks, closure_ar
     add_identity_guards(output)  # ids used as keys (copy.deepcopy's memo)
     shape_guards = (shape_guard_texts(output.shape_env, output.symbolic_inputs, output.input_contexts)
                     if output.symbolic_inputs else None)
+    global_state = [*global_state, *output.torch_function.guard_queries()]
+    tf_free = bool(output.torch_function.initial_modes) or has_subclass_inputs(output)
     guard = build_guard_function(needed_guards(output), fn.__code__, fn, global_state,
                                  no_aliasing=not eager, closure_arg=closure_arg,
                                  relaxed_tensors=relaxed_tensor_checks(output, hooks),
                                  check_defaults=not closure_arg,
-                                 dynamic_tensors=output.dynamic_tensors, shape_guards=shape_guards)
+                                 dynamic_tensors=output.dynamic_tensors, shape_guards=shape_guards,
+                                 torch_function_free=tf_free)
     if config.debug_checks and not closure_arg:
-        _check_guard_holds(guard, fn, f_args)
+        with torch_function_as_at_call(output.torch_function):
+            _check_guard_holds(guard, fn, f_args)
     return guard, list(dict.fromkeys(p.label for p in guard.parts))
+
+
+def has_subclass_inputs(output: OutputGraph) -> bool:
+    """Does the trace read a tensor of a ``__torch_function__`` subclass from outside (its
+    guards and its graph must then run with that dispatch off)?"""
+    return any(g.kind is GuardKind.TENSOR_MATCH and overrides_torch_function(type(g.value))
+               for g in output.guards.values()) or \
+        any(overrides_torch_function(type(a.example)) for a in output.graph_args)
 
 
 def _passthrough_entry(fn, output: OutputGraph, global_state, hooks: Hooks, closure_arg: bool,
@@ -438,6 +461,16 @@ def _first_positions(insts):
 #: graphjit's own frames (the module/object call wrapper): a break in them is the break of
 #: the callee, which reports it when it is compiled on its own
 TRANSPARENT_CODES: set[types.CodeType] = set()
+
+
+def _record_eager_call(fn, reason: str) -> None:
+    """Record (stats' ``skipped_frames``, once per function and reason; the
+    ``graph_breaks`` log) that a call of ``fn`` runs in Python without being traced."""
+    code = fn.__code__
+    frame = stats.SkippedFrame(fn.__qualname__, code.co_filename, code.co_firstlineno, reason)
+    if frame not in stats.snapshot()["skipped_frames"]:
+        stats.record("skipped_frames", frame)
+    logs.emit("graph_breaks", f"Not tracing this call of {frame}")
 
 
 def _record_break(fn, bp) -> None:

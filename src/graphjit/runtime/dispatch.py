@@ -29,9 +29,11 @@ from ..backends.registry import lookup_backend
 from ..diagnostics import logs
 from ..graph.shapes import ShapePolicy
 from ..exc import InternalError, Unsupported
+from ..variables.grad_mode import GradModeExit
 from ..variables.nn_module import has_hooks
+from ..variables.mode_stack import is_mode_exit
 from ..variables.object_protocol import type_attr_raw
-from ..trace_rules import forget_frame_decisions, register_dependent_cache
+from ..trace_rules import Rule, forget_frame_decisions, frame_rule, register_dependent_cache
 from . import stats
 from .convert_frame import (EAGER_THIS_CALL, PLAIN_THIS_CALL, TRANSPARENT_CODES, CacheEntry, Hooks, RunEagerly,
                             convert_frame, inside_functorch_transform)
@@ -79,6 +81,7 @@ class CompileSession:
         if cf is None:
             fn = types.FunctionType(code, f_globals, code.co_name, None, closure)
             cf = self._resumes[key] = CompiledFunction(fn, session=self)
+            cf._resume = True
         return cf
 
     def wrap_callable(self, fn):
@@ -93,6 +96,13 @@ class CompileSession:
                 self.hooks.shapes.for_code(fn).make_modules_generic()
                 nd = self._nested[fn] = NestedDispatcher(fn, self)
             return nd
+        if isinstance(fn, torch.jit.ScriptModule):
+            return fn  # TorchScript: nothing to compile, it runs as it is
+        if isinstance(fn, types.FunctionType) and frame_rule(fn) is Rule.CALL:
+            # torch's own Python (a validating distribution's log_prob, a decorator's
+            # wrapper): not a frame to compile (TorchDynamo compiles none either), it runs
+            # with its calls intercepted, so the user code it calls is compiled
+            return self.interceptor.eager(fn)
         cf = self._wrapped.get(fn)
         if cf is None:
             if isinstance(fn, torch.nn.Module):
@@ -275,6 +285,7 @@ class CompiledFunction:
         #: past the recompile limit: the function runs as it is, and what it calls is not
         #: compiled either (TorchDynamo skips the frame recursively there)
         self._run_plain = False
+        self._resume = False  # a resume function (see ``_miss``)
         # a callee compiled on the user's behalf is traced only for calls that involve
         # torch (a torch global in its code, a tensor or module among its arguments):
         # plain Python helpers run as they are, as TorchDynamo skips tensor-free frames
@@ -324,7 +335,12 @@ class CompiledFunction:
                 if check(*args, **kwargs):
                     break
             else:
-                fn = self._compile(args, kwargs)
+                try:
+                    fn = self._compile(args, kwargs)
+                except InternalError as e:
+                    if self._resume:
+                        leave_with_blocks(args, e)
+                    raise
         return fn(*args, **kwargs)
 
     def recompile_reason(self, args: tuple, kwargs: dict) -> str:
@@ -396,6 +412,16 @@ class CompiledFunction:
         self._entries = [*self._entries, entry]
         self._fast = [*self._fast, (entry.guard.check, entry.fn)]
         return entry.fn
+
+
+def leave_with_blocks(args: tuple, exc: BaseException) -> None:
+    """A resume function starts inside the ``with`` blocks whose ``__exit__`` its stack
+    arguments hold (grad-mode blocks, ``with Mode():`` blocks a graph break resumed in).
+    When graphjit fails to compile it, the error leaves those blocks, innermost first, as
+    an exception leaving them does in eager: grad mode and the mode stack are restored."""
+    for arg in reversed(args):
+        if isinstance(arg, GradModeExit) or is_mode_exit(arg):
+            arg(type(exc), exc, exc.__traceback__)
 
 
 class _CompiledEntries:

@@ -11,8 +11,9 @@ by ``bytecode/intercept.py``: before each call, the callable goes through
   function, whose guards read the closure);
 * for a bound method: the same, bound to its ``self`` (when ``self`` is an ``nn.Module``,
   one compiled function serves every instance, its traces treating modules as generic);
-* for an ``nn.Module`` other than a ``torch.nn`` leaf: a call that runs the module's call
-  path (hooks included) with its class's ``forward`` compiled (shared, likewise);
+* for an ``nn.Module`` other than a ``torch.nn`` leaf or a TorchScript module: a call
+  that runs the module's call path (hooks included) with its class's ``forward`` compiled
+  (shared, likewise);
 * for a generator function or a ``graphjit.skip``-ped one: a copy of it whose own calls
   are intercepted;
 * anything else (builtins, C functions, torch ops, classes, skipped files): itself.
@@ -213,6 +214,8 @@ class _Caches:
 def _type_kind(t: type) -> int:
     if getattr(t, "_graphjit_runtime", False):
         return _T_DIRECT  # graphjit's own compiled callables compile themselves
+    if issubclass(t, torch.jit.ScriptModule):
+        return _T_DIRECT  # runs in the TorchScript interpreter: nothing in it is Python
     if issubclass(t, torch.nn.Module):
         return _T_MODULE
     if t is functools.partial:

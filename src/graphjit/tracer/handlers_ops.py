@@ -24,7 +24,8 @@ from ..variables import (
 )
 from ..variables.dicts import MISSING, items_of, key_of
 from ..variables.iterators import make_iterator
-from ..variables.operators import binary_op, contains, unary_op
+from ..variables.numpy_values import NumpyValueVariable
+from ..variables.operators import binary_op, contains, tensor_operator, unary_op
 from ..variables.sizes import formatted_value
 
 _NB_NAMES = {
@@ -99,11 +100,13 @@ class OpHandlers:
                         value: VariableTracker) -> None:
         """``container[index] = value`` (``STORE_SUBSCR``, ``operator.setitem``)."""
         if container.is_tensor():
-            self.output.call(self, "call_function", operator.setitem, [container, index, value], {})
+            tensor_operator(self, operator.setitem, [container, index, value])
         elif isinstance(container, (ListVariable, DictVariable, DequeVariable)):
             container.setitem(self, index, value)
         elif isinstance(container, UserObjectVariable):
             container.call_method(self, "__setitem__", [index, value], {})
+        elif isinstance(container, NumpyValueVariable):
+            container.setitem(self, index, value)
         else:
             raise unsupported("item assignment", f"{container!r}[{index!r}] = ...",
                               "Item writes on this kind of object are not traced.")
@@ -137,7 +140,7 @@ class OpHandlers:
     def subscript(self, container: VariableTracker, index: VariableTracker) -> VariableTracker:
         """``container[index]`` for any supported container tracker."""
         if container.is_tensor():
-            return self.output.call(self, "call_function", operator.getitem, [container, index], {})
+            return tensor_operator(self, operator.getitem, [container, index])
         if isinstance(container, BaseSequenceVariable):
             return container.getitem(self, self.as_index(index))
         if isinstance(container, DictVariable):
@@ -146,6 +149,8 @@ class OpHandlers:
             return container.call_method(self, "__getitem__", [index], {})
         if isinstance(container, UserObjectVariable):
             return container.call_method(self, "__getitem__", [index], {})
+        if isinstance(container, NumpyValueVariable):
+            return container.getitem(self, index)
         if container.is_python_constant() and not isinstance(container.as_python_constant(), dict):
             index = self.as_index(index)
         if container.is_python_constant() and index.is_python_constant():

@@ -47,6 +47,7 @@ from ..variables import (
 )
 from ..variables.builtins import call_builtin
 from ..variables.cells import EMPTY
+from ..variables.torch_modes import resumable_exit
 from .handlers_control import ControlHandlers
 from .handlers_load_store import LoadStoreHandlers
 from .handlers_match import MatchHandlers
@@ -646,12 +647,14 @@ class InstructionTranslator(TranslatorBase):
             return False
         if index in self._loops():
             return False
-        # inside ``with`` blocks only if they are grad-mode blocks: the instruction runs
-        # outside the block's cleanup, and only their effect (the grad mode) is restored
-        # if it raises; another context manager's ``__exit__`` would be skipped
+        # inside ``with`` blocks only if they are grad-mode blocks or torch-function mode
+        # blocks: the instruction runs outside the block's cleanup, and only their effect
+        # (the grad mode, the mode stack) is restored if it raises; another context
+        # manager's ``__exit__`` would be skipped
         exits = with_exit_positions(self.instructions, inst, self.indexof)
         return exits is not None and all(
-            0 <= p < len(self.stack) and isinstance(self.stack[p], WithExitVariable) for p in exits)
+            0 <= p < len(self.stack) and (isinstance(self.stack[p], WithExitVariable)
+                                          or resumable_exit(self.stack[p])) for p in exits)
 
     def _loops(self) -> frozenset[int]:
         loops = _LOOPS.get(id(self.instructions))

@@ -5,11 +5,13 @@ mutation types, lazy trackers, the builder registry) → ``constant`` → ``obje
 ``sym_node`` (symbolic numbers) → ``tensor`` →
 ``sequences``, ``sizes`` (``torch.Size``), ``dicts``, ``sets``, ``iterators`` (containers) → ``random_values`` → ``cells`` → ``functions``
 → ``exceptions`` → ``object_protocol``, ``instance_attrs``, ``dict_objects``, ``objects``,
-``nn_module`` (Python objects) →
+``nn_module``, ``torchscript``, ``numpy_values`` (Python objects; TorchScript's opaque
+ones; numpy folded on constants), ``generators`` →
 ``operators``, ``grad_mode``, ``builtins``, ``torch_function``, ``checkpoint``, ``copying``
-(``copy.copy``/``deepcopy``), ``functional_call`` → the ``hops`` package (higher-order operators:
-control flow and torch.func) → ``builder`` (how callables are modelled).  Importing this package
-imports them all, which registers every builder.
+(``copy.copy``/``deepcopy``), ``functional_call`` → ``tensor_subclasses``, ``mode_stack``,
+``dispatch_probe``, ``torch_modes`` (``__torch_function__``) → the ``hops`` package
+(higher-order operators: control flow and torch.func) → ``builder`` (how callables are
+modelled).  Importing this package imports them all, which registers every builder.
 """
 
 from .base import (
@@ -44,6 +46,9 @@ from .functions import (
 from .exceptions import ExceptionVariable
 from .objects import ClassVariable, InstanceDictVariable, PythonModuleVariable, SuperVariable, UserObjectVariable
 from .nn_module import NNModuleVariable
+from .torchscript import ScriptFunctionVariable, ScriptModuleVariable
+from .numpy_values import NumpyFunctionVariable, NumpyValueVariable
+from .generators import TorchGeneratorVariable
 from .grad_mode import (GradModeExit, GradModeVariable, InferenceModeExitVariable,
                         InferenceModeVariable, WithExitVariable)
 from .builtins import BuiltinVariable
@@ -52,6 +57,7 @@ from .torch_function import TorchFunctionVariable
 from .checkpoint import CheckpointVariable
 from . import copying  # noqa: F401  (registers copy.copy/deepcopy and the C methods they reach)
 from . import functional_call  # noqa: F401  (registers torch.func.functional_call)
+from .torch_modes import DispatchedFunctionVariable, TorchFunctionStateCall
 from . import hops  # noqa: F401  (registers the higher-order operators)
 from . import builder  # noqa: F401  (registers the callable builders)
 

@@ -57,6 +57,9 @@ from .torch_function import TorchFunctionVariable, is_torch_callable
 #: is opaque.
 _DYNAMO_INLINED = {("torch._dynamo.mutation_guard", "install_generation_tagging_init.<locals>.patched_init")}
 _DYNAMO_NO_OPS = {("torch._dynamo.mutation_guard", "GenerationTracker.tag")}
+#: ``torch._dynamo`` modules inlined like user code (from TorchDynamo's own MOD_INLINELIST):
+#: ``TransformGetItemToIndex``, the mode flex_attention runs a ``score_mod`` under
+_DYNAMO_INLINED_MODULES = {"torch._dynamo._trace_wrapped_higher_order_op"}
 _FUNCTION_KINDS = (types.FunctionType, types.MethodType, types.BuiltinFunctionType,
                    types.BuiltinMethodType, types.WrapperDescriptorType, types.MethodDescriptorType,
                    types.MethodWrapperType, types.ClassMethodDescriptorType)
@@ -163,7 +166,8 @@ def build_callable(tx, value: Any, source: Source | None) -> VariableTracker:
         where = (value.__module__, value.__qualname__)
         if where in _DYNAMO_NO_OPS:
             return NoOpFunctionVariable(value, source=source)
-        if (value.__module__ or "").startswith("torch._dynamo") and where not in _DYNAMO_INLINED:
+        if (value.__module__ or "").startswith("torch._dynamo") and where not in _DYNAMO_INLINED \
+                and value.__module__ not in _DYNAMO_INLINED_MODULES:
             return OpaqueCallableVariable(value, "TorchDynamo internals", source=source)
         return UserFunctionVariable(value, source=source)
     if is_builtin_callable(value):

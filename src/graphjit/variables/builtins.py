@@ -44,7 +44,7 @@ from .iterators import (
 from .instance_attrs import InstanceAttrsMixin
 from .object_ids import object_id
 from .objects import ClassVariable, SuperVariable, UserObjectVariable, new_object
-from .operators import binary_op, contains, unary_op
+from .operators import binary_op, contains, tensor_operator, unary_op
 from .random_values import PrologueValueVariable, derived_value
 from .sequences import BaseSequenceVariable, DequeVariable, ListVariable, SliceVariable, TupleVariable
 from .sets import SetVariable, other_operand
@@ -117,10 +117,31 @@ class BuiltinVariable(VariableTracker):
         return hasattr(self.fn, name)
 
 
+#: immutable builtin types: their methods (``str.isalnum``, ``int.bit_length``) called
+#: through the type are pure functions of their arguments
+_IMMUTABLE_TYPES = (str, bytes, int, float, complex, bool, tuple, frozenset)
+#: builtin types whose methods called through the type (``set.union(a, b)``) are the
+#: receiver's own method when the receiver is exactly of that type
+_METHOD_OWNERS = (*_IMMUTABLE_TYPES, list, dict, set)
+
+
+def _is_immutable_type_method(fn: Any) -> bool:
+    return isinstance(fn, (types.MethodDescriptorType, types.WrapperDescriptorType)) and \
+        getattr(fn, "__objclass__", None) in _IMMUTABLE_TYPES
+
+
+def _type_method_owner(fn: Any) -> type | None:
+    """``set`` for ``set.union``: the builtin type a method descriptor belongs to."""
+    if isinstance(fn, (types.MethodDescriptorType, types.WrapperDescriptorType)):
+        owner = getattr(fn, "__objclass__", None)
+        return owner if owner in _METHOD_OWNERS else None
+    return None
+
+
 def is_pure_builtin(fn: Any) -> bool:
     if fn in _NOT_FOLDED:
         return False
-    if fn in _HANDLERS or fn in PURE_BUILTINS:
+    if fn in _HANDLERS or fn in PURE_BUILTINS or _is_immutable_type_method(fn):
         return True
     return getattr(fn, "__module__", None) in PURE_MODULES
 
@@ -146,12 +167,16 @@ def call_builtin(tx, fn, args: list, kwargs: dict) -> VariableTracker:
         result = handler(tx, args, kwargs)
         if result is not None:
             return result
+    owner = _type_method_owner(fn)
+    if owner is not None and args and not args[0].is_tensor() and args[0].python_type() is owner \
+            and not (owner in _IMMUTABLE_TYPES and all(a.is_python_constant() for a in [*args, *kwargs.values()])):
+        return args[0].call_method(tx, fn.__name__, list(args[1:]), kwargs)  # ``set.union(a, b)``
     if isinstance(fn, type) and issubclass(fn, BaseException):
         cargs, ckwargs = check_constant_args(fn.__name__, args, kwargs)
         return ExceptionVariable(call_python(fn.__name__, fn, *cargs, **ckwargs))
     if any(a.is_tensor() for a in [*args, *kwargs.values()]):
         if getattr(fn, "__module__", None) in ("_operator", "operator"):
-            return tx.output.call(tx, "call_function", fn, args, kwargs)
+            return tensor_operator(tx, fn, args) if not kwargs else tx.output.call(tx, "call_function", fn, args, kwargs)
         raise unsupported("builtin on a tensor", f"{_name(fn)}() with a tensor argument",
                           "This builtin needs the tensor's values in Python.")
     if is_pure_builtin(fn) and all(a.is_python_constant() for a in [*args, *kwargs.values()]):
@@ -612,7 +637,7 @@ _minmax(min)
 @register(abs)
 def _abs(tx, args, kwargs):
     if args[0].is_tensor():
-        return tx.output.call(tx, "call_function", operator.abs, args, {})
+        return tensor_operator(tx, operator.abs, list(args))
     return None
 
 
@@ -696,7 +721,7 @@ def is_builtin_callable(value: Any) -> bool:
         return False
     try:
         return value in _HANDLERS or getattr(builtins, getattr(value, "__name__", ""), None) is value \
-            or getattr(value, "__module__", None) in PURE_MODULES
+            or getattr(value, "__module__", None) in PURE_MODULES or _type_method_owner(value) is not None
     except TypeError:
         return False
 

@@ -67,7 +67,11 @@ class CheckpointVariable(VariableTracker):
             raise unsupported("torch.utils.checkpoint.checkpoint without a function", "checkpoint()")
         graph = tx.output.graph
         before = set(graph.nodes)
-        result = args[0].call_function(tx, list(args[1:]), kwargs)
+        tx.output.checkpointing += 1  # (its ops are tagged here: not in a reused block's body)
+        try:
+            result = args[0].call_function(tx, list(args[1:]), kwargs)
+        finally:
+            tx.output.checkpointing -= 1
         tag = tx.output.next_checkpoint_id()
         for node in graph.nodes:
             if node not in before and node.op in ("call_function", "call_method", "call_module"):

@@ -106,6 +106,11 @@ def has_hooks(module: torch.nn.Module) -> bool:
                 or mod._global_backward_pre_hooks)
 
 
+#: ``hook(tx, module, forward, args, kwargs) -> tracker | None``, tried before a module's
+#: ``forward`` is inlined (registered by later layers: repeated blocks)
+FORWARD_CALL_HOOKS: list = []
+
+
 class NNModuleVariable(UserObjectVariable):
     """An ``nn.Module`` that existed before tracing.  ``specialized``: guarded by
     identity, its parameters graph attributes and its ``torch.nn`` leaves one node;
@@ -302,8 +307,12 @@ class NNModuleVariable(UserObjectVariable):
 
     def _call_forward(self, tx, args, kwargs, hooks_traced: bool) -> VariableTracker:
         forward = self.var_getattr(tx, "forward")
-        if self._is_leaf_call(tx, forward):
-            return self._call_leaf(tx, args, kwargs, hooks_traced)
+        if self._is_leaf_call(tx, forward) and not tx.output.torch_function.needs_dispatch(args, kwargs):
+            return self._call_leaf(tx, args, kwargs, hooks_traced)  # (under a mode: its ops dispatch)
+        for hook in FORWARD_CALL_HOOKS:  # (a repeated block traced once: hops/repeated_blocks.py)
+            result = hook(tx, self, forward, args, kwargs)
+            if result is not None:
+                return result
         return forward.call_function(tx, args, kwargs)
 
     def _hook_dict(self, tx, name: str) -> DictVariable:
@@ -383,6 +392,12 @@ class NNModuleVariable(UserObjectVariable):
         (or the trace ran the hooks itself), so ``Module.__call__`` would add nothing but
         its cost to every call of the graph."""
         m = self.value
+        named = next((a for a in [*args, *kwargs.values()] if isinstance(a, TupleVariable) and a.namedtuple_cls), None)
+        if named is not None:  # a graph argument is a plain tuple: forward would see another type
+            raise unsupported("torch.nn module called with a named tuple", f"{type(m).__qualname__}("
+                              f"{named.namedtuple_cls.__qualname__}(...))",
+                              "The module's forward may decide on the argument's type (an RNN on a "
+                              "PackedSequence); the call runs in Python.")
         if type(m) not in TRAINING_INDEPENDENT and self.source is not None:
             tx.output.add_guard(AttrSource(self.source, "training"), GuardKind.CONSTANT_MATCH, m.training)
         tx.output.leaf_modules.append((m, self.source))
@@ -441,7 +456,7 @@ def _member(tx, value, src, kind: str, name: str, hint: str, specialized: bool =
         return VariableTracker.build(tx, value, item_src, realize=True)
     if item_src is not None:
         tx.output.add_guard(item_src, GuardKind.ID_MATCH, value)
-    return tx.output.get_attr_tensor(value, hint, None)
+    return tx.output.get_attr_tensor(value, hint, None, origin=item_src)
 
 
 def _walk_modules(tx, module, src, prefix: str, recurse: bool, dedupe: bool):

@@ -536,7 +536,11 @@ def _build_enum_member(tx, value, source):
 def enter_context(tx, ctx: VariableTracker) -> tuple[VariableTracker, VariableTracker]:
     """``BEFORE_WITH`` on an instance of a Python class: ``(bound __exit__, __enter__())``,
     both found on the type as CPython's special-method lookup does (an instance attribute
-    named ``__enter__`` does not count), with CPython's errors when one is missing."""
+    named ``__enter__`` does not count), with CPython's errors when one is missing.
+    ``with torch.device(d):`` enters a ``DeviceContext`` mode (what ``torch.device``'s C
+    ``__enter__`` does)."""
+    if isinstance(ctx, ConstantVariable) and type(ctx.value) is torch.device:
+        ctx = VariableTracker.build(tx, torch.utils._device.DeviceContext).call_function(tx, [ctx], {})
     if not isinstance(ctx, UserObjectVariable):
         raise unsupported("unsupported context manager", f"with {ctx!r}",
                           "Context managers of Python classes and torch's grad modes are traced.")

@@ -66,7 +66,7 @@ def binary_op(tx, op: Callable, left: VariableTracker, right: VariableTracker) -
     if left.is_tensor() or right.is_tensor():
         if not left.is_tensor() and op in _INPLACE_TO_PLAIN:
             op = _INPLACE_TO_PLAIN[op]
-        return tx.output.call(tx, "call_function", op, [left, right], {})
+        return tensor_operator(tx, op, [left, right])
     if isinstance(left, SymNodeVariable) or isinstance(right, SymNodeVariable):
         result = sym_binary_op(tx, op, left, right)
         if result is not None:
@@ -231,11 +231,20 @@ def _object_op(tx, op, left, right) -> VariableTracker:
                               f"'{left.python_type().__name__}' and '{right.python_type().__name__}'")
 
 
+def tensor_operator(tx, op: Callable, args: list) -> VariableTracker:
+    """``op(*args)`` with a tensor operand: its ``__torch_function__`` dispatch where eager
+    dispatches (modes, subclasses: ``torch_modes``), else one graph node."""
+    dispatched = tx.output.torch_function.operator(tx, op, args)
+    if dispatched is not None:
+        return dispatched
+    return tx.output.call(tx, "call_function", op, list(args), {})
+
+
 def unary_op(tx, op: Callable, value: VariableTracker) -> VariableTracker:
     if value.is_tensor():
         if op is operator.not_:
             value.truthiness(tx)  # raises the data-dependent break
-        return tx.output.call(tx, "call_function", op, [value], {})
+        return tensor_operator(tx, op, [value])
     if op is operator.not_:
         return ConstantVariable(not value.truthiness(tx))
     if isinstance(value, PrologueValueVariable):

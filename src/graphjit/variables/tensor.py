@@ -12,6 +12,7 @@ import operator
 
 import torch
 import torch.fx
+from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 from .. import config
 from ..exc import observed, unsupported
@@ -78,7 +79,10 @@ class TensorVariable(VariableTracker):
         super().__init__(**kwargs)
         self.node = node
         self._example = example_value
-        self.class_type: type = torch.Tensor
+        #: the Python type (``type(x)``, dispatch): a traceable wrapper subclass's fake is
+        #: an instance of it (``TwoTensor`` of fakes), any other fake stands for a Tensor
+        self.class_type: type = type(example_value) if is_traceable_wrapper_subclass(example_value) \
+            else torch.Tensor
 
     def _note_metadata(self, name: str) -> None:
         if name in STRIDE_METADATA:
@@ -126,6 +130,9 @@ class TensorVariable(VariableTracker):
         raise unsupported("not a constant", f"tensor {self.node.name} is not a Python constant")
 
     def unpack(self, tx) -> list[VariableTracker]:
+        items = tx.output.torch_function.iterate(tx, self)  # under a mode: ``Tensor.__iter__``
+        if items is not None:
+            return items
         # iterating needs the length itself (with a dynamic first dimension: guarded)
         n = int(self.example_value.shape[0]) if self.example_value.dim() else None
         if n is None:
@@ -134,10 +141,26 @@ class TensorVariable(VariableTracker):
                                [self, ConstantVariable(i)], {}) for i in range(n)]
 
     def reconstruct(self, cg) -> None:
+        subclass = self.class_type is not torch.Tensor and not issubclass(self.class_type, torch.nn.Parameter) \
+            and not is_traceable_wrapper_subclass(self._example)  # (a wrapper's graph output is one)
+        if subclass and self.source is not None and self.node.op == "placeholder":
+            cg.extend(self.source.reconstruct())  # the input itself
+            return
+        if subclass and self.node in cg.graph_outputs and self.node.op != "get_attr":
+            # a graph output of a ``__torch_function__`` subclass: the graph computes plain tensors
+            cg.push_null()
+            cg.load_const(torch.Tensor.as_subclass)
+            reconstruct_graph_value(cg, self, "tensor")
+            cg.load_const(self.class_type)
+            cg.call(2)
+            return
         reconstruct_graph_value(cg, self, "tensor")
 
     # -- attributes and methods ----------------------------------------------------------
     def var_getattr(self, tx, name: str) -> VariableTracker:
+        found = tx.output.torch_function.tensor_getattr(tx, self, name)  # subclasses, modes
+        if found is not None:
+            return found
         ev = self.example_value
         self._note_metadata(name)
         if name in CONSTANT_ATTRS:
@@ -192,6 +215,9 @@ class TensorVariable(VariableTracker):
         return VariableTracker.build(tx, real.grad, grad_src, realize=True)
 
     def call_method(self, tx, name: str, args: list, kwargs: dict) -> VariableTracker:
+        dispatched = tx.output.torch_function.call_method(tx, self, name, args, kwargs)  # modes, subclasses
+        if dispatched is not None:
+            return dispatched
         if name == "item" and not args and not kwargs and config.capture_scalar_outputs:
             return tx.output.call(tx, "call_method", "item", [self], {})  # an unbacked symbol
         if name in DATA_DEPENDENT_METHODS:

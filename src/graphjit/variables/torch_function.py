@@ -19,6 +19,7 @@ from ..sources import FromNumpySource
 from .base import VariableTracker, call_python, register_builder_by_id
 from .constant import ConstantVariable
 from .grad_mode import GradModeVariable, InferenceModeVariable
+from .numpy_values import constant_tensor
 from .sequences import TupleVariable
 from .sizes import holds_symbolic_numbers
 
@@ -89,9 +90,9 @@ class TorchFunctionVariable(VariableTracker):
         return self.fn
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
-        if isinstance(self.fn, type) and name in ("__name__", "__qualname__", "__module__"):
-            return ConstantVariable(getattr(self.fn, name))  # ``type(x.shape).__name__``
-        return super().var_getattr(tx, name)
+        """``fn.__name__``, ``fn.__module__``... (a ``__torch_function__`` handler reads them):
+        torch's callables are stable objects, their attributes constants."""
+        return VariableTracker.build(tx, call_python("getattr", getattr, self.fn, name))
 
     def call_function(self, tx, args, kwargs) -> VariableTracker:
         fn = unwrap_torch(self.fn)
@@ -123,7 +124,13 @@ class TorchFunctionVariable(VariableTracker):
             ctx.enter(tx)  # like torch.set_grad_enabled(b): the mode changes at the call
             ctx.entered = True
             return ctx
+        dispatched = tx.output.torch_function.call_function(tx, fn, args, kwargs)  # modes, subclasses
+        if dispatched is not None:
+            return dispatched
         if fn in _FROM_NUMPY and len(args) == 1 and not kwargs:
+            made = constant_tensor(tx, args[0], fn)  # a numpy value made in the trace
+            if made is not None:
+                return made
             tensor = _numpy_input(tx, args[0])
             if tensor is not None:  # torch.tensor copies: the graph must not alias the array
                 return tensor if fn is not torch.tensor else tensor.call_method(tx, "clone", [], {})
@@ -237,6 +244,11 @@ class AutogradFunctionApplyVariable(VariableTracker):
             raise unsupported("Function.apply on a non-Function", repr(args[0]))
         if "vjp" in cls.__dict__ or "jvp" in cls.__dict__ or "vmap" in cls.__dict__:
             raise unsupported("autograd.Function with custom vjp/jvp/vmap", cls.__qualname__)
+        if tx.output.torch_function.needs_dispatch(args[1:], kwargs):
+            raise unsupported("autograd.Function under __torch_function__ dispatch", f"{cls.__qualname__}.apply",
+                              "A torch-function mode is active (or an argument is a __torch_function__ "
+                              "subclass): the ops of its forward must reach it, as in eager, so the "
+                              "call runs in Python.")
         _speculate_forward(tx, args[0], cls, list(args[1:]), dict(kwargs))
         return tx.output.call(tx, "call_function", _apply_of(cls), list(args[1:]), dict(kwargs))
 

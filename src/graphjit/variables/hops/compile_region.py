@@ -76,13 +76,20 @@ invoke_region.__module__ = "graphjit_runtime"
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 
+def run_region_body(subgraph, identifier: str, *operands) -> tuple:
+    """The fake run of an :func:`invoke_region` node at trace time: the body itself on the
+    fake operands (what the operator computes; its own fake rule traces the body with
+    make_fx first, which costs more than the whole body's trace)."""
+    return tuple(subgraph.forward(*operands))
+
+
 def _leaf_key(leaf: VariableTracker):
     """How a leaf argument enters the reuse key (``None``: it prevents reuse)."""
     if isinstance(leaf, TensorVariable):
         ev = leaf.example_value
-        return ("tensor", ev.dtype, tuple(ev.shape), ev.stride(), ev.requires_grad, ev.device)
+        return ("tensor", ev.dtype, _sizes(ev.shape), _sizes(ev.stride()), ev.requires_grad, ev.device)
     if isinstance(leaf, SymNodeVariable):
-        return ("sym", type(leaf.sym))
+        return ("sym", type(leaf.sym), str(leaf.sym))
     if leaf.is_python_constant():
         value = leaf.as_python_constant()
         try:
@@ -91,6 +98,11 @@ def _leaf_key(leaf: VariableTracker):
             return None
         return ("const", type(value), value)
     return None
+
+
+def _sizes(values) -> tuple:
+    """Sizes or strides as a key: numbers, and symbolic ones by their expression."""
+    return tuple(v if type(v) is int else str(v) for v in values)
 
 
 def _reuse_key(tx, fn: VariableTracker, spec, leaves: list):
@@ -123,7 +135,7 @@ def _call_region(tx, fn: VariableTracker, args: list, kwargs: dict) -> VariableT
     body, attr, identifier, _ = entry
     node_args = (attr, identifier, *explicit, *body.lifted)
     try:
-        example = out.run_fake(invoke_region, node_args)
+        example = out.run_fake(run_region_body, node_args)
     except ObservedException as e:
         raise capture_failed("nested_compile_region", e.exc) from None
     result = out.record(tx, invoke_region, node_args, example)

@@ -1,0 +1,316 @@
+"""Repeated blocks traced once (``config.reuse_repeated_blocks``): the blocks of a
+``ModuleList``/``Sequential`` (a module read as a container element) are traced once into
+a subgraph, and every later block of the same kind calls that subgraph through
+``invoke_subgraph`` (``compile_region.invoke_region``) instead of being traced again.
+
+Contract:
+
+* The first block called traces its ``forward`` into a body (``body.trace_body``) while
+  the trace records every guard requested and every source read (``OutputGraph.
+  recording_reads``): what the trace of that block depended on.  A block that cannot be a
+  body (Python side effects, a break, outputs that are not tensors and constants) is
+  inlined as before, and so are later blocks of its kind.
+* A later block reuses the body only if the trace would be the same for it: every guard
+  on a value reached from the first block (its source rooted at that block's source) is
+  re-evaluated on the later block's real objects with the source rebased, and must give
+  the same answer: the same constants, types, dict keys, hooks, functions; submodules and
+  tensors of the same type (tensors of the same metadata: the body was traced on the
+  first block's).  The rebased guards join the entry's guards (with the later block's
+  objects where they are identities), so a change to any block between calls fails the
+  guard and retraces, exactly as if every block had been traced.
+* The outer values the body lifted are mapped to the later block's: a parameter or
+  buffer (or any tensor) read from the first block is the same attribute of the later
+  one; a value not reached from the block (a global, a frame value) is the same value.
+* Reuse needs the real objects to be the traced ones: no mutation of an object reached
+  from the block may be pending in the trace, and nothing may have been mutated since the
+  first block was traced (otherwise the block is traced).
+* A block that differs (a hook, another config attribute, a patched ``forward``, other
+  argument constants or metadata) is traced on its own (inlined), and so is a block inside
+  an activation-checkpointed call or one that checkpoints itself (its ops must carry the
+  checkpoint's tags in the calling graph).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from ... import config
+from ...exc import ObservedException, Unsupported
+from ...guards.guard import Guard, GuardKind
+from ...sources import AttrSource, ChainedSource, GenericAttrSource, GetItemSource, ObjectKey, Source, TypeSource
+from ..base import VariableTracker, in_body
+from ..dicts import DictVariable
+from ..nn_module import FORWARD_CALL_HOOKS, has_hooks
+from ..sequences import ListVariable, TupleVariable
+from ..sym_node import SymNodeVariable
+from ..tensor import TensorVariable
+from .body import capture_failed, input_for, trace_body
+from .compile_region import _leaf_key, invoke_region, run_region_body
+from .pytree import tree_flatten, tree_unflatten
+
+_FAILED = object()
+
+
+@dataclasses.dataclass
+class BlockRecord:
+    """The first block of a kind: its body and what its trace depended on."""
+
+    module: torch.nn.Module
+    root: Source
+    body: object  # TracedBody
+    attr: torch.fx.Node
+    identifier: str
+    guards: list      # (guard, path of its source, path of its other source)
+    lifted: list      # (outer node, path | None, how it was read: "get_attr" / "input" / None)
+    mark: tuple       # the side-effect log's mark after it was traced
+
+
+def _is_block(source: Source) -> bool:
+    """A module read as an element of a container (``blocks[3]``: its key a digit)."""
+    return isinstance(source, GetItemSource) and isinstance(source.index, str) and source.index.isdigit() \
+        and isinstance(source.base, AttrSource) and source.base.attr == "_modules"
+
+
+def _path(source: Source | None, root: Source):
+    """The steps from ``root`` to ``source`` (``None`` if ``source`` is not under it)."""
+    steps = []
+    while source is not None and source != root:
+        if not isinstance(source, ChainedSource):
+            return None
+        steps.append(source)
+        source = source.base
+    if source is None:
+        return None
+    return steps[::-1]
+
+
+def _rebase(steps: list, root: Source, memo: dict | None = None) -> Source:
+    """The source at ``steps`` from ``root`` (``memo``: rebased steps by identity, so the
+    chains of many guards share their common prefixes)."""
+    for step in steps:
+        known = memo.get(id(step)) if memo is not None else None
+        if known is None:
+            known = dataclasses.replace(step, base=root)
+            if memo is not None:
+                memo[id(step)] = known
+        root = known
+    return root
+
+
+_MISSING = object()
+
+
+def _walk(steps: list, obj):
+    """The real value at ``steps`` from ``obj`` (``_MISSING`` where a step fails)."""
+    try:
+        for step in steps:
+            if isinstance(step, AttrSource):
+                obj = getattr(obj, step.attr)
+            elif isinstance(step, GenericAttrSource):
+                obj = object.__getattribute__(obj, step.attr)
+            elif isinstance(step, GetItemSource):
+                obj = obj[step.index.obj if isinstance(step.index, ObjectKey) else step.index]
+            elif isinstance(step, TypeSource):
+                obj = type(obj)
+            else:
+                return _MISSING
+    except Exception:  # noqa: BLE001  (the later block lacks it: not the same trace)
+        return _MISSING
+    return obj
+
+
+def _same_tensor_kind(a, b) -> bool:
+    return type(a) is type(b) and a.dtype == b.dtype and a.device == b.device and a.shape == b.shape \
+        and a.stride() == b.stride() and a.requires_grad == b.requires_grad
+
+
+def _identity_like(value) -> bool:
+    """Values a guard pins by identity that another block has its own of."""
+    return isinstance(value, (torch.nn.Module, torch.Tensor))
+
+
+def _rebased_guard(guard: Guard, path, other_path, rec: BlockRecord, module, root: Source,
+                   memo: dict) -> Guard | None:
+    """``guard`` for the later block (``None``: it would not hold the same way)."""
+    if path is None:
+        return guard
+    v0, vi = _walk(path, rec.module), _walk(path, module)
+    if v0 is _MISSING or vi is _MISSING:
+        return None
+    source = _rebase(path, root, memo)
+    other = guard.other
+    kind, value = guard.kind, guard.value
+    if kind is GuardKind.ID_MATCH:
+        if vi is v0:
+            return Guard(source, kind, value)
+        if not _identity_like(v0):
+            return None
+        if isinstance(v0, torch.Tensor) and not _same_tensor_kind(v0, vi) or type(vi) is not type(v0):
+            return None
+        return Guard(source, kind, vi)
+    if kind is GuardKind.TENSOR_MATCH:
+        return Guard(source, kind, vi) if isinstance(vi, torch.Tensor) and _same_tensor_kind(v0, vi) else None
+    if kind is GuardKind.TYPE_MATCH:
+        return Guard(source, kind, value) if type(vi) is value else None
+    if kind is GuardKind.CONSTANT_MATCH:
+        return Guard(source, kind, value) if type(vi) is type(v0) and vi == v0 else None
+    if kind is GuardKind.LENGTH_CHECK:
+        return Guard(source, kind, value) if type(vi) is type(v0) and len(vi) == len(v0) else None
+    if kind is GuardKind.DICT_KEYS:
+        return Guard(source, kind, vi) if type(vi) is type(v0) and list(vi) == list(v0) else None
+    if kind is GuardKind.DICT_CONTAINS:
+        key, present = value
+        return Guard(source, kind, value) if (key in vi) == present else None
+    if kind is GuardKind.HASATTR:
+        name, present = value
+        return Guard(source, kind, value) if hasattr(vi, name) == present else None
+    if kind is GuardKind.EMPTY:
+        return Guard(source, kind, value) if not vi and not v0 else None
+    if kind is GuardKind.MODULE_HOOKS:
+        return Guard(source, kind, value) if isinstance(vi, torch.nn.Module) and not has_hooks(vi) else None
+    if kind is GuardKind.OBJECT_ALIASING:
+        if other_path is not None:
+            oi = _walk(other_path, module)
+            return Guard(source, kind, value, _rebase(other_path, root, memo)) \
+                if oi is not _MISSING and oi is vi else None
+        return Guard(source, kind, value, other) if vi is v0 else None  # the same outer object
+    return None
+
+
+def _pending_under(out, root: Source) -> bool:
+    """Is a mutation of an object reached from ``root`` pending in the trace (its real
+    objects then differ from what a trace of it would read)?"""
+    for entry in out.side_effects.log:
+        target = getattr(entry.target, "obj", None) or entry.target
+        for tracker in (entry.target, target):
+            if tracker.source is not None and _path(tracker.source, root) is not None:
+                return True
+    return False
+
+
+def _leaf_inputs(tx, leaves):
+    return [input_for(leaf, tx=tx) for leaf in leaves]
+
+
+def _key(module_var, forward, spec, leaves, tx):
+    keys = tuple(_leaf_key(leaf) for leaf in leaves)
+    if any(k is None for k in keys):
+        return None
+    fn = getattr(forward.realize(), "fn_var", None)
+    fn_value = fn.as_python_constant() if fn is not None and fn.is_python_constant() else None
+    if fn_value is None:
+        return None
+    return type(module_var.value), fn_value, spec, keys
+
+
+def call_block(tx, module_var, forward, args: list, kwargs: dict) -> VariableTracker | None:
+    """The call of a repeated block's ``forward`` through its traced body, or ``None``
+    (trace it as usual).  See the module docstring."""
+    out = tx.output
+    source = module_var.source
+    if not config.reuse_repeated_blocks or in_body() or source is None or not _is_block(source) \
+            or out.checkpointing or has_hooks(module_var.value) or _pending_under(out, source):
+        return None
+    leaves, spec = tree_flatten(tx, TupleVariable([TupleVariable(list(args)), DictVariable(dict(kwargs))]))
+    key = _key(module_var, forward, spec, leaves, tx)
+    if key is None:
+        return None
+    record = out.block_records.get(key)
+    if record is _FAILED:
+        return None
+    if record is None:
+        record = _trace_first(tx, module_var, forward, leaves, spec, key)
+        if record is None:
+            return None
+        lifted = [node for node, _, _ in record.lifted]
+    else:
+        if out.side_effects.mark() != record.mark:  # something changed since: trace it
+            return None
+        lifted = _map_to(tx, record, module_var)
+        if lifted is None:
+            return None
+    explicit = [leaf.node for leaf in leaves if isinstance(leaf, (TensorVariable, SymNodeVariable))]
+    node_args = (record.attr, record.identifier, *explicit, *lifted)
+    try:
+        example = out.run_fake(run_region_body, node_args)
+    except ObservedException as e:
+        raise capture_failed("repeated block", e.exc) from None
+    result = out.record(tx, invoke_region, node_args, example)
+    items = list(result.items) if isinstance(result, (TupleVariable, ListVariable)) else [result]
+    return tree_unflatten(record.body.out_spec, items)
+
+
+def _trace_first(tx, module_var, forward, leaves, spec, key) -> BlockRecord | None:
+    out = tx.output
+    root = module_var.source
+    try:
+        with out.recording_reads() as reads:
+            body = trace_body(tx, "block", forward, _leaf_inputs(tx, leaves), spec, with_kwargs=True)
+    except Unsupported:
+        out.block_records[key] = _FAILED
+        return None
+    if any(not isinstance(leaf, (TensorVariable, SymNodeVariable)) and not leaf.is_python_constant()
+           for leaf in body.out_leaves) or any("ac_graph_id" in n.meta for n in body.gm.graph.nodes):
+        # (a block that checkpoints itself: its tagged ops belong in the calling graph)
+        out.block_records[key] = _FAILED
+        return None
+    sources = {r for r in reads if isinstance(r, Source)}
+    guards = {id(g): g for g in reads if isinstance(g, Guard)}
+    for g in out.guards.values():  # guards made before the block on what it read
+        if g.source in sources or g.other in sources:
+            guards.setdefault(id(g), g)
+    recorded = []
+    for g in guards.values():
+        if g.kind is GuardKind.NO_ALIASING and any(_path(s, root) is not None for s in g.value):
+            out.block_records[key] = _FAILED  # (distinctness of the block's own tensors: rare)
+            return None
+        recorded.append((g, _path(g.source, root), _path(g.other, root)))
+    lifted = []
+    for node in body.lifted:
+        origin = node.meta.get("origin") if node.op == "get_attr" else node.meta.get("source") \
+            if node.op == "placeholder" else None
+        path = _path(origin, root) if origin is not None else None
+        lifted.append((node, path, node.op if path is not None else None))
+    attr = out.install_body(body.gm)
+    record = BlockRecord(module_var.value, root, body, attr, f"block_{out.next_region_id()}", recorded, lifted,
+                         out.side_effects.mark())
+    out.block_records[key] = record
+    return record
+
+
+def _map_to(tx, record: BlockRecord, module_var) -> list | None:
+    """The lifted values for a later block, after its guards were re-evaluated (``None``:
+    they differ, trace it)."""
+    out = tx.output
+    module, root = module_var.value, module_var.source
+    new_guards, memo = [], {}
+    for guard, path, other_path in record.guards:
+        if path is None and other_path is None:
+            continue  # not reached from the block: holds for every block alike
+        rebased = _rebased_guard(guard, path, other_path, record, module, root, memo)
+        if rebased is None:
+            return None
+        new_guards.append(rebased)
+    lifted = []
+    for node, path, how in record.lifted:
+        if path is None:
+            lifted.append(node)
+            continue
+        value = _walk(path, module)
+        if not isinstance(value, torch.Tensor):
+            return None
+        source = _rebase(path, root, memo)
+        if how == "get_attr":
+            lifted.append(out.get_attr_tensor(value, source.display(), None, origin=source).node)
+        else:
+            lifted.append(VariableTracker.build(tx, value, source, realize=True).node)
+    for g in new_guards:
+        out.add_guard(g.source, g.kind, g.value, g.other)
+    return lifted
+
+
+FORWARD_CALL_HOOKS.append(call_block)
+
+__all__ = ["call_block", "BlockRecord"]
