@@ -165,6 +165,40 @@ def shape_mismatch(x, y):
     return x @ y  # raises for the sizes of the third call: the program's own error
 
 
+def pad_to_multiple(x, y):
+    """``constant_pad_nd`` and a broadcast ``addcmul`` on symbolic sizes (their C++
+    kernels take concrete sizes: the fake runs dispatch to the decompositions)."""
+    pad = (8 - x.shape[-1] % 8) % 8
+    z = torch.nn.functional.pad(x, (0, pad), value=0.5)
+    w = torch.addcmul(z, z, y[..., :1], value=0.25)
+    return w, w.shape, pad
+
+
+# higher-order operators on symbolic sizes: the values they return keep eager's types
+
+def cond_on_size(x):
+    n = x.shape[0]
+    y = torch.cond(n > 4, lambda t: t.sin() * t.shape[0], lambda t: t.cos() + 1, (x,))
+    return y, n, x.shape[1:]
+
+
+def vmap_sizes(x):
+    r = torch.vmap(lambda row: row * row.shape[0])(x)
+    return r, x.shape, r.shape[0]
+
+
+def loop_sizes(x):
+    from torch._higher_order_ops.while_loop import while_loop
+    _, acc = while_loop(lambda i, a: i < 3, lambda i, a: (i + 1, a + a.shape[0]), (torch.tensor(0), x))
+    return acc, x.shape[-1]
+
+
+def scan_sizes(x):
+    from torch._higher_order_ops.scan import scan
+    c, ys = scan(lambda c, r: (c + r, c * r.shape[0]), torch.zeros(x.shape[1]), x)
+    return c, ys, ys.shape
+
+
 # --------------------------------------------------------------------------------------
 # calls: a new size each time
 # --------------------------------------------------------------------------------------
@@ -193,6 +227,11 @@ CALLS = {
     "gp_like": (gp_like, [(_r(n, seed=n),) for n in (5, 7, 9, 11)]),
     "addcmul_broadcast": (addcmul_broadcast, [(_r(n, 3), _r(n, 3, seed=1), _r(1, 3, seed=2)) for n in (4, 6, 8)]),
     "shape_mismatch": (shape_mismatch, [(_r(3, 4), _r(4, 2)), (_r(5, 4), _r(4, 2)), (_r(5, 4), _r(3, 2))]),
+    "pad_to_multiple": (pad_to_multiple, [(_r(2, n), _r(2, n, seed=1)) for n in (3, 5, 9, 11, 13)]),
+    "cond_on_size": (cond_on_size, _rows(3, 5, 7, 9)),
+    "vmap_sizes": (vmap_sizes, _rows(3, 5, 7, 9)),
+    "loop_sizes": (loop_sizes, _rows(3, 5, 7, 9)),
+    "scan_sizes": (scan_sizes, _rows(3, 5, 7, 9)),
 }
 
 #: torch.compile's graphs over the calls with (dynamic=None, dynamic=True), counting
@@ -213,6 +252,11 @@ TORCH_COMPILE = {
     "gp_like": (2, 1),
     "addcmul_broadcast": (2, 1),
     "shape_mismatch": (None, None),  # torch.compile raises TorchRuntimeError, eager RuntimeError
+    "pad_to_multiple": (2, 1),
+    "cond_on_size": (2, 2),
+    "vmap_sizes": (2, 2),
+    "loop_sizes": (2, 2),
+    "scan_sizes": (2, 2),
 }
 
 
@@ -283,11 +327,12 @@ def test_fstring_reason_and_value():
 
 
 def test_fake_kernel_failures_print_nothing(capfd):
-    """addcmul's meta on broadcast symbolic inputs (fails without the Python dispatcher),
-    and a shape mismatch that is the program's own error: no traceback on stderr, one
+    """addcmul's meta on broadcast symbolic inputs and constant_pad_nd (they fail without
+    the Python dispatcher), and a shape mismatch that is the program's own error: no traceback on stderr, one
     graph for addcmul, eager's exception for the mismatch."""
-    _run("addcmul_broadcast", "eager", True)
-    assert graphjit.stats()["graph_breaks"] == 0 and graphjit.stats()["frames_total"] == 1
+    for name in ("addcmul_broadcast", "pad_to_multiple"):
+        _run(name, "eager", True)
+        assert graphjit.stats()["graph_breaks"] == 0 and graphjit.stats()["frames_total"] == 1, name
     _run("shape_mismatch", "eager", True)
     err = capfd.readouterr().err
     assert "Traceback" not in err and "failed while attempting to run meta" not in err, err
