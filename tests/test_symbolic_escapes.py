@@ -366,6 +366,50 @@ def test_a_fake_kernel_that_needs_concrete_sizes_is_specialized(capfd):
     assert "Traceback" not in capfd.readouterr().err
 
 
+@torch.library.custom_op("graphjit_test::wrong_fake", mutates_args=())
+def wrong_fake(x: torch.Tensor) -> torch.Tensor:
+    return x * 2
+
+
+@wrong_fake.register_fake
+def _(x):
+    raise RuntimeError("this fake kernel is wrong")
+
+
+def uses_wrong_fake(x):
+    y = x + 1
+    z = wrong_fake(y)  # the trace sees it raise; it does not
+    return z - 1, y.sum()
+
+
+def mismatch_after_work(x, y):
+    z = x * 2
+    return z @ y  # raises for real on the second call
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_every_frame_split_is_counted(backend, capfd):
+    """An op whose fake kernel fails where the real one does not: the frame is split after
+    it (graph, the op in Python, a resume function), and that split is a graph break in
+    ``stats`` with a reason naming the op's error; a split where the program really raises
+    is not a break (the user's exception reaches them)."""
+    graphjit.reset()
+    compiled = graphjit.compile(uses_wrong_fake, backend=backend)
+    for i in range(3):
+        compare_call(uses_wrong_fake, compiled, (_r(3) + i,))
+    stats = graphjit.stats()
+    assert stats["graph_breaks"] == 1, stats
+    reason = stats["break_reasons"][0]
+    assert reason.gb_type == "instruction did not raise" and "this fake kernel is wrong" in str(reason)
+    assert "Variable" not in str(reason)
+    graphjit.reset()
+    compiled = graphjit.compile(mismatch_after_work, backend=backend)
+    for args in [(_r(2, 3), _r(3, 2)), (_r(2, 3), _r(4, 2)), (_r(2, 3), _r(4, 2))]:
+        compare_call(mismatch_after_work, compiled, args)
+    assert graphjit.stats()["graph_breaks"] == 0
+    assert "Traceback" not in capfd.readouterr().err
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(CALLS))
 def test_torch_compile_counts(name):
