@@ -54,7 +54,7 @@ class UnexpectedResume:
     def _record(self) -> None:
         seen = self.reason
         reason = unsupported(
-            "instruction did not raise", f"{seen.context}",
+            "instruction did not raise", (seen.context.splitlines() or [""])[0],
             "Tracing found that this instruction raises (an operator failed on fake values), "
             "but it did not when it ran; the frame continues after it in a resume function.",
             ["If an operator's fake (meta) implementation is wrong, fix it "
