@@ -3,10 +3,10 @@
 When an instruction raises during tracing (``ObservedException``: the program's own
 error, as far as the trace can tell), the frame is compiled up to it, the instruction
 runs in Python (where it raises the user's exception), and a resume function follows it
-for the calls where it does not raise.  The trace's answer comes from fake runs: where a
-fake kernel fails and the real one does not (an op whose fake implementation is wrong),
-the instruction does not raise, and the frame goes on in the resume function: it has been
-split as at a graph break.
+for the calls where it does not raise.  Where the trace is wrong (a fake kernel fails and
+the real one does not; a Python operation graphjit models as raising), the instruction
+does not raise, and the frame goes on in the resume function: it has been split as at a
+graph break.
 
 Contract: :class:`UnexpectedResume` stands in for that resume function in the generated
 code.  Its first call records the split as a graph break (``graph_breaks``,
@@ -55,10 +55,11 @@ class UnexpectedResume:
         seen = self.reason
         reason = unsupported(
             "instruction did not raise", (seen.context.splitlines() or [""])[0],
-            "Tracing found that this instruction raises (an operator failed on fake values), "
-            "but it did not when it ran; the frame continues after it in a resume function.",
+            "Tracing found that this instruction raises, but it did not when it ran (an "
+            "operator that fails on fake values, or a Python operation graphjit models as "
+            "raising); the frame continues after it in a resume function.",
             ["If an operator's fake (meta) implementation is wrong, fix it "
-             "(torch.library.register_fake)."])
+             "(torch.library.register_fake); otherwise report it to graphjit."])
         reason.user_stack = list(seen.user_stack)
         reason.instruction = self.opname
         reason.resumed = "the instruction ran in Python, then a resume function"
