@@ -1,6 +1,7 @@
-"""Dynamic shapes on the real models: varying batch sizes and sequence lengths recompile
-at most once (automatic dynamic) and give eager's outputs; ``dynamic=True`` compiles once
-past the 0/1-specialized sizes.  Tiny configs, random weights, nothing downloaded."""
+"""Dynamic shapes on the real models (transformers; diffusers' UNet and VAE at the end):
+varying batch sizes and sequence lengths recompile at most once (automatic dynamic) and
+give eager's outputs; ``dynamic=True`` compiles once past the 0/1-specialized sizes.
+Tiny configs, random weights, nothing downloaded."""
 
 from __future__ import annotations
 
@@ -137,3 +138,59 @@ def test_varying_shapes_aot_eager(name):
 def test_dynamic_true_compiles_once(name):
     cnt, stats = _run(name, "eager", True)
     assert cnt.frame_count == 1 and stats["recompiles"] == 0
+
+
+# --------------------------------------------------------------------------------------
+# diffusers: a new shape after the dynamic recompile reuses the dynamic entry
+# --------------------------------------------------------------------------------------
+
+#: (model, the (batch, height = width) of its three calls); torch.compile compiles two
+#: graphs for each (the first shapes, then one dynamic entry), measured with torch 2.13 by
+#: test_diffusers_torch_compile_counts (slow)
+DIFFUSERS_SHAPES = {"unet": [(2, 8), (3, 12), (4, 16)], "vae": [(2, 16), (3, 24), (4, 32)]}
+DIFFUSERS_TORCH_COMPILE = {"unet": 2, "vae": 2}
+
+
+def _diffusers_model(name: str):
+    """The tiny UNet2DConditionModel / two-block AutoencoderKL of test_diffusers_models and
+    the keyword arguments of a call at a shape."""
+    diffusers_models = pytest.importorskip("test_diffusers_models")
+    if name == "unet":
+        return diffusers_models._tiny_unet(), lambda b, h: {
+            "sample": _randn(b, 4, h, h), "timestep": torch.tensor([10]),
+            "encoder_hidden_states": _randn(b, 4, 32)}
+    return diffusers_models._tiny_vae(2), lambda b, h: {"sample": _randn(b, 3, h, h), "sample_posterior": False}
+
+
+@pytest.mark.parametrize("name", [pytest.param("unet", marks=pytest.mark.slow), "vae"])
+def test_diffusers_third_shape_reuses_the_dynamic_entry(name):
+    """diffusers' UNet2DConditionModel and AutoencoderKL recompiled on every new input
+    shape (a torch.Size leaking as a constant of SymInts); now as torch.compile: the
+    second shape recompiles with symbolic sizes, the third reuses that entry."""
+    model, make = _diffusers_model(name)
+    graphjit.reset()
+    cnt, be = counting_backend("eager")
+    compiled = graphjit.compile(model, backend=be)
+    with torch.no_grad():
+        for b, h in DIFFUSERS_SHAPES[name]:
+            kwargs = make(b, h)
+            torch.testing.assert_close(compiled(**kwargs).sample, model(**kwargs).sample, rtol=1e-4, atol=1e-5)
+    assert cnt.frame_count == DIFFUSERS_TORCH_COMPILE[name]
+    assert graphjit.stats()["recompiles"] == 1 and graphjit.stats()["graph_breaks"] == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(DIFFUSERS_SHAPES))
+def test_diffusers_torch_compile_counts(name):
+    import torch._dynamo
+    from torch._dynamo.testing import CompileCounter as DynamoCounter
+
+    model, make = _diffusers_model(name)
+    torch._dynamo.reset()
+    cnt = DynamoCounter()
+    compiled = torch.compile(model, backend=cnt)
+    with torch.no_grad():
+        for b, h in DIFFUSERS_SHAPES[name]:
+            compiled(**make(b, h))
+    torch._dynamo.reset()
+    assert cnt.frame_count == DIFFUSERS_TORCH_COMPILE[name]

@@ -115,10 +115,14 @@ def test_existing_partial_argument_recompiles_when_its_parts_change(backend):
     for fn in (functools.partial(torch.clamp, min=0.0), functools.partial(torch.clamp, min=0.5),
                functools.partial(torch.clamp, max=0.1), functools.partial(torch.mul, 3.0)):
         torch.testing.assert_close(compiled(X, fn), f(X, fn))
-    assert cnt.frame_count == 4
+    # the float in min=0.5 is symbolic once it changed (automatic dynamic, as torch.compile);
+    # AOTAutograd cannot take it as a tensor here, so that graph is compiled again with it
+    # constant: one backend call more (torch.compile: 4 and 5 as well)
+    graphs = 4 if backend == "eager" else 5
+    assert cnt.frame_count == graphs
     again = functools.partial(torch.clamp, min=0.0)
     torch.testing.assert_close(compiled(X, again), f(X, again))
-    assert cnt.frame_count == 4  # the first entry serves an equal partial
+    assert cnt.frame_count == graphs  # the first entry serves an equal partial
 
 
 # -- map, filter, itertools.chain: lazy iterators with eager's types ------------------------

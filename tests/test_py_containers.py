@@ -891,6 +891,16 @@ def tuple_grown_from_empty(x):
     return out, () + (x,), (1, 2) + (3,) + (), [] + [x]
 
 
+def _quiet_split(case: Case, reason: str):
+    """A case whose trace takes an instruction for raising where eager does not: the frame
+    was split there without a counted break (the values were right); since issue 21 the
+    split is a counted "instruction did not raise" break, so the case's break count fails
+    until the model is fixed (dict views as sets, deque and namedtuple attributes: the
+    Python-semantics work of issue 21)."""
+    return pytest.param(case, marks=pytest.mark.xfail(strict=True, reason=f"graphjit: {reason}"),
+                        id=case.name)
+
+
 CASES = [
     Case(tuple_grown_from_empty, [(X,)]),
     Case(set_literal_add_discard, [(X,)]),
@@ -920,7 +930,7 @@ CASES = [
     Case(dict_fromkeys, [(X,)]),
     Case(dict_views, [(X,)]),
     Case(dict_values_items_contains, [(X,)]),
-    Case(dict_view_set_operations, [(X,)]),
+    _quiet_split(Case(dict_view_set_operations, [(X,)]), "dict_items & dict_items and dict_items | set raise TypeError in graphjit's model"),
     Case(dict_keys_isdisjoint, [(X,)]),
     Case(dict_or_operators, [(X,)]),
     Case(dict_ior_pairs, [(X,)]),
@@ -947,7 +957,7 @@ CASES = [
     Case(counter_update_subtract, [(X,)]),
     Case(counter_arithmetic, [(X,)]),
     Case(deque_operations, [(X,)]),
-    Case(deque_maxlen, [(X,)]),
+    _quiet_split(Case(deque_maxlen, [(X,)]), "deque.maxlen raises AttributeError in graphjit's model"),
     Case(deque_indexing_of_tensors, [(X,)]),
     Case(deque_setitem, [(X,)]),
     Case(deque_arg_mutated, [(X, collections.deque([1, 2, 3], maxlen=4))]),
@@ -968,8 +978,8 @@ CASES = [
     Case(namedtuple_eq_tuple, [(X,)]),
     Case(namedtuple_tensor_container, [(X, Y)]),
     Case(namedtuple_arg, [(X, Point(X, Y))]),
-    Case(namedtuple_replace, [(X, Y)]),
-    Case(namedtuple_make_asdict, [(X,)]),
+    _quiet_split(Case(namedtuple_replace, [(X, Y)]), "namedtuple._replace raises AttributeError in graphjit's model"),
+    _quiet_split(Case(namedtuple_make_asdict, [(X,)]), "namedtuple._asdict raises AttributeError in graphjit's model"),
     Case(dataclass_defaults_factory, [(X,)]),
     Case(dataclass_asdict_astuple, [(X,)]),
     Case(dataclass_replace, [(X,)]),

@@ -403,3 +403,42 @@ def test_breaks_at_most_torch_compiles(sc):
     graphjit.reset()
     sc.fn(lambda f: graphjit.compile(f, backend="eager"))
     assert graphjit.stats()["graph_breaks"] <= sc.dynamo[1]
+
+
+# -- .grad of parameters reached through module.parameters() ---------------------------
+
+_GLOBAL_MODEL = nn.Linear(3, 1)
+
+
+def _clear_grads(x):
+    for p in _GLOBAL_MODEL.parameters():  # graph attributes: their .grad is read at run time
+        if p.grad is not None:
+            p.grad = None
+    return x + 1
+
+
+def _step_then_zero_grad(x):
+    loss = _GLOBAL_MODEL(x).sum()
+    loss.backward()
+    grads = [p.grad.clone() for p in _GLOBAL_MODEL.parameters()]
+    _GLOBAL_MODEL.zero_grad()
+    return loss.detach(), grads
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+@pytest.mark.parametrize("fn", [_clear_grads, _step_then_zero_grad])
+def test_grads_of_a_global_module_s_parameters(fn, backend):
+    """A parameter from ``parameters()`` of a module the graph specializes (a global): its
+    ``.grad`` was taken for ``None`` (the tracker had no source), so ``zero_grad`` and
+    ``p.grad = None`` were dropped and gradients accumulated across calls."""
+    graphjit.reset()
+    compiled = graphjit.compile(fn, backend=backend)
+    for i, run in enumerate([fn, compiled] * 3):
+        _GLOBAL_MODEL.zero_grad()
+        _GLOBAL_MODEL(torch.ones(2, 3)).sum().backward()  # a .grad to clear or add to
+        out = run(torch.full((2, 3), float(i // 2 + 1)))
+        if run is fn:
+            expected, grads_after = out, [p.grad for p in _GLOBAL_MODEL.parameters()]
+            continue
+        graphjit.testing.assert_equal(out, expected, f"call {i // 2}")
+        assert [p.grad for p in _GLOBAL_MODEL.parameters()] == grads_after == [None, None]

@@ -14,7 +14,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from ..bytecode.instruction import create_instruction
 from ..exc import InternalError
 from ..variables import TensorVariable, VariableTracker
-from ..variables.sym_node import SymNodeVariable
+from ..variables.sym_node import SymNodeVariable, reload_source
 from ..variables.mode_stack import overrides_torch_function, without_torch_function
 from .codegen import PyCodegen
 from .output_graph import GraphArg, OutputGraph
@@ -66,6 +66,8 @@ def graph_outputs_for(values: list[VariableTracker]) -> list[torch.fx.Node]:
     for t in tensors:
         if t.node.op == "placeholder" and t.source is not None:
             continue
+        if isinstance(t, SymNodeVariable) and reload_source(t) is not None:
+            continue  # an input's size: read again from the input
         nodes.setdefault(t.node)
     return list(nodes)
 

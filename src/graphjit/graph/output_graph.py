@@ -48,7 +48,17 @@ from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 from ..exc import ObservedException, unsupported
 from ..guards.guard import Guard, GuardKind
-from ..sources import ConstSource, FloatTensorSource, LocalSource, Source, as_float_tensor, is_module_tensor_source
+from ..sources import (
+    AttrSource,
+    ChainedSource,
+    ConstSource,
+    FloatTensorSource,
+    GetItemSource,
+    LocalSource,
+    Source,
+    as_float_tensor,
+    is_module_tensor_source,
+)
 from ..variables import (
     ConstantVariable,
     LazyVariableTracker,
@@ -61,6 +71,7 @@ from ..variables import (
 from ..variables.base import builder_for
 from ..variables.constant import is_constant_value
 from ..variables.dicts import GlobalsDictVariable
+from ..variables.sizes import SizeVariable
 from ..variables.generators import TorchGeneratorVariable
 from ..variables.numpy_values import graph_constant
 from ..variables.random_values import Prologue, PrologueValueVariable, lift_to_graph
@@ -69,6 +80,7 @@ from ..variables.tensor_subclasses import add_wrapper_subclass_guards
 from ..variables.torch_modes import TorchFunctionState
 from .shapes import (
     CodeShapes,
+    DimDynamic,
     ShapeSource,
     StatelessSymbolicContext,
     marked_dims,
@@ -76,6 +88,7 @@ from .shapes import (
     symbolic_context,
     symbolic_number,
 )
+from .fake_run import run_fake, target_name
 from .side_effects import SideEffects
 from .subgraphs import BodyScope
 from ..diagnostics.describe import describe
@@ -248,9 +261,10 @@ class OutputGraph:
         wrapper = is_traceable_wrapper_subclass(tensor)  # (its sizes stay static)
         if self.shapes is not None and not is_module_tensor_source(source) and not wrapper:
             dims = self.shapes.dynamic_dims(tensor, source)
-        if dims and any(dims):
+        if dims and any(d is not DimDynamic.STATIC for d in dims):
             context = symbolic_context(dims, marked_dims(tensor))
-            fake = self.fake_mode.from_tensor(tensor, source=ShapeSource(source), symbolic_context=context)
+            with self.shape_env.ignore_fresh_unbacked_symbols():  # (an unbacked size: bound by the input)
+                fake = self.fake_mode.from_tensor(tensor, source=ShapeSource(source), symbolic_context=context)
             self.symbolic_inputs.append((fake, source))
             self.input_contexts[source] = context
             self.dynamic_tensors[id(tensor)] = fake
@@ -270,9 +284,32 @@ class OutputGraph:
         return self.shapes is not None and self.shapes.module_is_generic(module, source)
 
     def number_is_dynamic(self, value: Any, source: Source) -> bool:
-        """Whether the number argument read through ``source`` is symbolic in this trace."""
+        """Whether the number read through ``source`` is symbolic in this trace (see
+        ``graph/shapes.py``; numbers read from modules and defaults stay static)."""
         return self.shapes is not None and type(value) in (int, float) \
-            and self.shapes.number_is_dynamic(value, source)
+            and not self._static_number_source(source) and self.shapes.number_is_dynamic(value, source)
+
+    def numbers_vary(self, value: tuple, source: Source) -> bool:
+        """Whether a number inside the tuple or ``torch.Size`` read through ``source`` is
+        symbolic in this trace: then the tuple is built item by item, not as one
+        constant (each number is recorded, as :meth:`number_is_dynamic` does)."""
+        if self.shapes is None or self._static_number_source(source):
+            return False
+        varies = [self.shapes.number_is_dynamic(v, GetItemSource(source, i))
+                  for i, v in enumerate(value) if type(v) in (int, float)]
+        return any(varies)
+
+    def _static_number_source(self, source: Source) -> bool:
+        """A source through an ``nn.Module`` or a function's defaults: its numbers stay
+        constants (torch.compile keeps module attributes and defaults static)."""
+        while isinstance(source, ChainedSource):
+            if isinstance(source, AttrSource) and source.attr in ("__defaults__", "__kwdefaults__"):
+                return True
+            source = source.base
+            known = self.source_cache.get(source) or self.lazy_cache.get(source)
+            if known is not None and isinstance(_value_of(known), torch.nn.Module):
+                return True
+        return False
 
     def add_number_input(self, value: int | float, source: Source) -> SymNodeVariable:
         """The placeholder of an unspecialized number argument (a SymInt or SymFloat in
@@ -456,7 +493,8 @@ class OutputGraph:
 
     def run_fake(self, target: Any, node_args: tuple) -> Any:
         """``target`` called on the fake values of fx arguments (as :meth:`call` does)."""
-        return self._run_fake("call_function", target, torch.fx.node.map_arg(self.lift(node_args), _example), {})
+        return self._run_fake("call_function", target, torch.fx.node.map_arg(self.lift(node_args), _example), {},
+                              specialize=False)
 
     # -- ops ------------------------------------------------------------------------------
     def call(self, tx, op: str, target: Any, args: list, kwargs: dict) -> VariableTracker:
@@ -523,55 +561,16 @@ class OutputGraph:
                 fake = self._fake_modules[id(module)] = copy.deepcopy(module)
         return fake
 
-    def _inference_ctx(self):
+    def inference_ctx(self):
         """The traced inference mode, where it differs from the one the trace began in."""
         if self.inference_mode == self.initial_inference_mode:
             return contextlib.nullcontext()
         return torch.inference_mode(self.inference_mode)
 
-    def _run_fake(self, op, target, args, kwargs):
-        try:
-            with self.fake_mode, torch.set_grad_enabled(self.grad_enabled), self._inference_ctx():
-                if op == "call_function":
-                    return target(*args, **kwargs)
-                if op == "call_method":
-                    return getattr(args[0], target)(*args[1:], **kwargs)
-                if op == "call_module":
-                    return self.fake_module(target)(*args, **kwargs)
-        except DynamicOutputShapeException as e:
-            raise unsupported(
-                "data-dependent operator",
-                f"{_target_name(op, target)}: {type(e).__name__}",
-                "The shape of this operator's output depends on tensor values.",
-                ["Set graphjit.config.capture_dynamic_output_shape_ops = True to trace it with "
-                 "an unbacked symbolic size, avoid value-dependent shapes in the compiled "
-                 "region, or accept the graph break."],
-            ) from None
-        except DataDependentOutputException as e:
-            raise unsupported(
-                "data-dependent operator",
-                f"{_target_name(op, target)}: {type(e).__name__}",
-                "The output of this operator is a Python value read from tensor data.",
-                ["Keep values as tensors inside the compiled region, or accept the graph break."],
-            ) from None
-        except GuardOnDataDependentSymNode as e:
-            raise unsupported(
-                "data-dependent guard",
-                f"{_target_name(op, target)} decides on an unbacked size or value: "
-                f"{str(e).splitlines()[0]}",
-                "The operator needs a decision on a size or value known only when the graph runs.",
-                ["Use torch._check() on the value before this operator to tell the tracer what "
-                 "holds, or accept the graph break."],
-            ) from None
-        except torch._subclasses.fake_tensor.UnsupportedFakeTensorException as e:
-            raise unsupported("operator not supported on fake tensors",
-                              f"{_target_name(op, target)}: {e}") from None
-        except NotImplementedError as e:
-            raise unsupported("operator not supported on fake tensors",
-                              f"{_target_name(op, target)}: {type(e).__name__}: {e}") from None
-        except Exception as e:  # the program's own error (a shape mismatch...): eager raises it
-            raise ObservedException(e.with_traceback(None)) from None
-        raise AssertionError(op)
+    def _run_fake(self, op, target, args, kwargs, specialize: bool = True):
+        """The op on fake values (``graph/fake_run.py``: its failures as breaks, the
+        program's errors, or the op specialized to this call's sizes)."""
+        return run_fake(self, op, target, args, kwargs, specialize)
 
     def wrap_result(self, node: torch.fx.Node, example: Any, op: str, target: Any) -> VariableTracker:
         if isinstance(example, torch.Tensor):
@@ -590,7 +589,7 @@ class OutputGraph:
                 self.graph.erase_node(node)
             return ConstantVariable(example)
         raise unsupported("unsupported operator output",
-                          f"{_target_name(op, target)} returned {type(example).__name__}")
+                          f"{target_name(op, target)} returned {type(example).__name__}")
 
     def _wrap_items(self, node: torch.fx.Node, example: tuple | list) -> VariableTracker:
         """A tuple or list result: its tensors and symbolic numbers as ``getitem`` nodes,
@@ -614,6 +613,8 @@ class OutputGraph:
                 raise unsupported("unsupported operator output", f"{type(e).__name__} item")
         if isinstance(example, list):
             return ListVariable(items)
+        if type(example) is torch.Size:
+            return SizeVariable(items)
         named = type(example) if type(example) is not tuple else None
         return TupleVariable(items, namedtuple_cls=named)
 
@@ -655,6 +656,13 @@ class OutputGraph:
         return sum(1 for n in self.graph.nodes
                    if n.op in ("call_function", "call_method", "call_module")
                    and n.target is not torch._C._set_grad_enabled)
+
+
+def _value_of(var: VariableTracker) -> Any:
+    """The Python object a tracker of a pre-existing value stands for (``None`` if unknown)."""
+    if isinstance(var, LazyVariableTracker):
+        return var.peek_value()
+    return getattr(var, "value", None)
 
 
 def _holds_graph_values(example) -> bool:
@@ -709,14 +717,6 @@ def called_leaf_module(gm: torch.fx.GraphModule, node: torch.fx.Node) -> torch.n
     return None
 
 
-def _target_name(op: str, target: Any) -> str:
-    if isinstance(target, str):
-        return f"Tensor.{target}" if op == "call_method" else target
-    mod = getattr(target, "__module__", None) or ""
-    name = getattr(target, "__qualname__", None) or getattr(target, "__name__", repr(target))
-    return f"{mod}.{name}" if mod and mod != "builtins" else name
-
-
 def _example(node: torch.fx.Node):
     return node.meta["example_value"]
 
@@ -736,4 +736,6 @@ def _to_node_arg(var: VariableTracker):
         return graph_constant(var.value)  # (numpy scalars as Python numbers)
     if var.is_python_constant():
         return graph_constant(var.as_python_constant())
-    raise unsupported("unsupported argument to a tensor operation", describe(var))
+    raise unsupported("unsupported argument to a tensor operation", describe(var),
+                      "Only tensors, symbolic numbers, constants and tuples or lists of them "
+                      "can be arguments of a graph operation.")

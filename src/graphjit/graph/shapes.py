@@ -13,8 +13,15 @@ Policy (``graphjit.compile(dynamic=...)``, as torch.compile's):
   dimension (the first entry missed on it), that dimension is symbolic from then on; a
   number argument seen with two values is symbolic from then on.  One recompile, then
   one entry for all sizes.
-* ``mark_dynamic(t, d)`` / ``mark_static(t, d)`` (also torch's ``torch._dynamo``
-  marks) override the policy for one tensor's dimension.
+* ``mark_dynamic(t, d)`` / ``mark_static(t, d)`` / ``mark_unbacked(t, d)`` (also
+  torch's ``torch._dynamo`` marks) override the policy for one tensor's dimension.
+* Numbers: what holds for a number argument holds for every ``int``/``float`` the
+  trace reads through a source rooted at a local of the frame (an item of a tuple, list,
+  dict or ``torch.Size`` argument, an attribute of an object argument, a closure's
+  content), except those read from an ``nn.Module`` or from function defaults (static,
+  as torch.compile's ``is_int_specialization_case``).  A value that was a tensor in an
+  earlier call counts as changed.
+* An ``nn.Parameter`` passed as an argument keeps static sizes unless marked.
 
 Sizes 0 and 1 are specialized by the ``ShapeEnv`` (as torch.compile's): a symbolic
 dimension's entry requires a size of at least 2.  Parameters and buffers of modules are
@@ -36,6 +43,7 @@ generic trace).
 
 from __future__ import annotations
 
+import math
 import types
 from typing import Any
 
@@ -88,12 +96,16 @@ class CodeShapes:
     def __repr__(self) -> str:
         return f"CodeShapes(dynamic={self.policy.dynamic}, {len(self.seen)} values seen)"
 
-    def dynamic_dims(self, tensor: torch.Tensor, source: Source) -> list[bool]:
-        """For each dimension of ``tensor`` (read through ``source``): symbolic or not.
-        Records the sizes seen (automatic mode)."""
+    def dynamic_dims(self, tensor: torch.Tensor, source: Source) -> list[DimDynamic]:
+        """For each dimension of ``tensor`` (read through ``source``): ``STATIC``,
+        ``DYNAMIC`` or ``UNBACKED`` (``mark_unbacked``).  Records the sizes seen
+        (automatic mode).  An ``nn.Parameter`` passed in keeps static sizes unless marked
+        (torch.compile's ``force_parameter_static_shapes``)."""
         sizes = tuple(tensor.shape)
         dynamic = self.policy.dynamic
-        if dynamic is True:
+        if isinstance(tensor, torch.nn.Parameter):
+            out = [False] * len(sizes)
+        elif dynamic is True:
             out = [True] * len(sizes)
         else:
             out = [False] * len(sizes)
@@ -110,7 +122,10 @@ class CodeShapes:
             set(getattr(tensor, "_graphjit_weak_dynamic_dims", ()))
         static = set(getattr(tensor, "_dynamo_static_indices", ())) | \
             set(getattr(tensor, "_graphjit_static_dims", ()))
-        return [(d or i in marked) and i not in static for i, d in enumerate(out)]
+        unbacked = unbacked_dims(tensor)
+        return [DimDynamic.UNBACKED if i in unbacked else
+                DimDynamic.DYNAMIC if (d or i in marked) and i not in static else DimDynamic.STATIC
+                for i, d in enumerate(out)]
 
     # -- modules --------------------------------------------------------------------------
     @property
@@ -138,24 +153,35 @@ class CodeShapes:
         return self.modules_generic
 
     def pin(self, source: Source) -> None:
-        """The number argument read through ``source`` stays a constant from now on."""
-        if isinstance(source, LocalSource):
-            self.seen["number " + source.local_name] = _PINNED
+        """The number read through ``source`` stays a constant from now on."""
+        self.seen["number " + source.display()] = _PINNED
 
     def number_is_dynamic(self, value: int | float, source: Source) -> bool:
-        """Whether a number argument of the frame is symbolic in this trace (records it)."""
-        if not isinstance(source, LocalSource) or source.kind != "fast":
+        """Whether a number read through ``source`` (rooted at a local of the frame: an
+        argument, an item of a tuple or list argument, an attribute of an object argument,
+        a closure's content) is symbolic in this trace.  Records it: automatic mode makes
+        it symbolic once it has been seen with two values, or where a tensor was seen
+        before (the value changed kind), as TorchDynamo's frame state does.  The caller
+        excludes numbers read from modules and from function defaults (static, as
+        torch.compile keeps them)."""
+        if not isinstance(source.root(), LocalSource):
             return False
-        if self.seen.get("number " + source.local_name) is _PINNED:
+        key = "number " + source.display()
+        if type(value) is float and not math.isfinite(value):  # NaN, inf: always constants
+            self.seen[key] = _VARIES if key in self.seen else (float, value)
+            return False
+        before = self.seen.get(key)
+        if before is _PINNED:
             return False
         dynamic = self.policy.dynamic
         if dynamic is not None:
             return dynamic
-        key = "number " + source.local_name
-        before = self.seen.get(key, None)
         if before is _VARIES:
             return True
         if before is None:
+            if "tensor " + source.display() in self.seen:  # was a tensor: it changed
+                self.seen[key] = _VARIES
+                return True
             self.seen[key] = (type(value), value)
             return False
         if before == (type(value), value):
@@ -172,19 +198,26 @@ def new_shape_env() -> ShapeEnv:
                     allow_dynamic_output_shape_ops=config.capture_dynamic_output_shape_ops)
 
 
+def unbacked_dims(tensor: torch.Tensor) -> set[int]:
+    """The dimensions ``mark_unbacked`` (graphjit's or torch's) marked on ``tensor``."""
+    return set(getattr(tensor, "_dynamo_unbacked_indices", ())) | \
+        set(getattr(tensor, "_graphjit_unbacked_dims", ()))
+
+
 def marked_dims(tensor: torch.Tensor) -> set[int]:
     """The dimensions ``mark_dynamic`` (graphjit's or torch's) marked on ``tensor``."""
     return set(getattr(tensor, "_dynamo_dynamic_indices", ())) | \
         set(getattr(tensor, "_graphjit_dynamic_dims", ()))
 
 
-def symbolic_context(dims: list[bool], marked: set[int] = frozenset()) -> StatelessSymbolicContext:
+def symbolic_context(dims: list[DimDynamic], marked: set[int] = frozenset()) -> StatelessSymbolicContext:
     """Which dimensions are symbolic; a ``mark_dynamic`` one carries a constraint, so
     ``produce_guards`` raises ``ConstraintViolationError`` if the trace specialized it (as
     torch.compile does)."""
     return StatelessSymbolicContext(
-        dynamic_sizes=[DimDynamic.DYNAMIC if d else DimDynamic.STATIC for d in dims],
-        constraint_sizes=[RelaxedUnspecConstraint(warn_only=False) if d and i in marked else None
+        dynamic_sizes=list(dims),
+        constraint_sizes=[RelaxedUnspecConstraint(warn_only=False)
+                          if d is DimDynamic.DYNAMIC and i in marked else None
                           for i, d in enumerate(dims)])
 
 
@@ -210,6 +243,15 @@ def maybe_mark_dynamic(t: torch.Tensor, dim: int | list[int]) -> None:
     """Like :func:`mark_dynamic`, but a trace that specializes the dimension is no error
     (the entry then holds for that size only)."""
     _mark(t, dim, "_graphjit_weak_dynamic_dims")
+
+
+def mark_unbacked(t: torch.Tensor, dim: int | list[int]) -> None:
+    """Make dimension ``dim`` of ``t`` an *unbacked* symbolic size in every trace that
+    reads ``t`` (as ``torch._dynamo.mark_unbacked``): no size is specialized, 0 and 1
+    included, and the entry's guard checks nothing about it; a branch or any other
+    decision on it in traced code is a graph break (state what holds with
+    ``torch._check``)."""
+    _mark(t, dim, "_graphjit_unbacked_dims")
 
 
 def mark_static(t: torch.Tensor, dim: int | list[int]) -> None:

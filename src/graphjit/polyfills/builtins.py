@@ -45,6 +45,16 @@ def sequence_eq(a, b):
     return True
 
 
+def sequence_order(a, b, op):
+    """``op(a, b)`` for ``op`` one of ``<``, ``<=``, ``>``, ``>=`` on two lists or two
+    tuples (CPython's ``list_richcompare``): the first items that differ decide, else
+    the lengths."""
+    for x, y in zip(a, b):
+        if not (x is y or x == y):
+            return op(x, y)
+    return op(len(a), len(b))
+
+
 def builtin_sum(iterable, start=0):
     """``sum(iterable, start)``."""
     total = start
@@ -171,13 +181,3 @@ def iter_sentinel(function, sentinel):
         if value == sentinel:
             return
         yield value
-
-
-def sequence_order(a, b, op):
-    """``a < b`` (``op``) of two tuples or two lists, as CPython's richcompare: the first
-    position whose items differ (identity, then ``==``) decides with ``op``; if none does,
-    the lengths do."""
-    for x, y in zip(a, b):
-        if not (x is y or x == y):
-            return op(x, y)
-    return op(len(a), len(b))

@@ -53,6 +53,7 @@ from ..variables.mode_stack import overrides_torch_function, torch_function_as_a
 from ..tracer.translator import InstructionTranslator, Speculation
 from . import stats
 from .mode_state import preserved_modes, restoring_modes
+from .unexpected_resume import UnexpectedResume
 
 MAX_RESTARTS = 64
 
@@ -258,8 +259,11 @@ def build_entry(fn, tx: InstructionTranslator, output: OutputGraph, global_state
         output.side_effects.codegen(cg)
         cg.return_value()
     else:
-        BreakCodegen(tx, cg, lambda c: _resume(hooks, output, c, fn),
-                     hooks.wrap_callable, output.side_effects, hooks.resolve).emit(bp)
+        make_resume = lambda c: _resume(hooks, output, c, fn)  # noqa: E731
+        if bp.reason.user_error:  # reached only if the instruction does not raise after all
+            make_resume = lambda c: UnexpectedResume(_resume(hooks, output, c, fn), fn, bp.reason,  # noqa: E731
+                                                     bp.inst.opname)
+        BreakCodegen(tx, cg, make_resume, hooks.wrap_callable, output.side_effects, hooks.resolve).emit(bp)
         _record_break(fn, bp)
     new_code = assemble(cg.instructions, code, **code_overrides(code, cg))
     for compiled in graphs:  # the code around the graph exists: now compile it

@@ -327,6 +327,9 @@ class CompiledFunction:
         self._entries: list[CacheEntry] = []
         self._fast: list[tuple] = []  # (check, fn) per entry: the hot path reads only these
         self._run_eagerly = False
+        #: past the recompile limit: the function runs as it is, and what it calls is not
+        #: compiled either (TorchDynamo skips the frame recursively there)
+        self._run_plain = False
         self._resume = False  # a resume function (see ``_miss``)
         # a callee compiled on the user's behalf is traced only for calls that involve
         # torch (a torch global in its code, a tensor or module among its arguments):
@@ -356,7 +359,7 @@ class CompiledFunction:
     def _reset(self) -> None:
         self._entries = []
         self._fast = []
-        self._run_eagerly = False
+        self._run_eagerly = self._run_plain = False
         if self.__dict__.get("_disk") is not None:
             self._disk.reset()
 
@@ -369,6 +372,8 @@ class CompiledFunction:
         return self._session.interceptor.eager(self._fn)
 
     def _miss(self, args: tuple, kwargs: dict) -> Any:
+        if self._run_plain:
+            return self._fn(*args, **kwargs)
         if self._run_eagerly or (self._only_with_tensors and not has_tensor(args)
                                  and not (kwargs and has_tensor(kwargs))):
             return self._eager()(*args, **kwargs)
@@ -405,7 +410,8 @@ class CompiledFunction:
                 f"({config.recompile_limit}); running it eagerly from now on. "
                 f"Last guard failure: {reason}", stacklevel=4)
             self._skip(f"recompile limit ({config.recompile_limit}) reached; last guard failure: {reason}")
-            return self._eager()
+            self._run_plain = True  # as TorchDynamo: its callees are not compiled either
+            return self._fn
         reason = None
         entry = persist.load(self, self._fn, self._fn.__code__, "function", args, kwargs)
         if isinstance(entry, persist.cache.Skipped):

@@ -30,6 +30,7 @@ from ..variables.iterators import make_iterator
 from ..variables.numpy_values import NumpyValueVariable
 from ..variables.operators import binary_op, contains, tensor_operator, unary_op
 from ..diagnostics.describe import describe
+from ..variables.sizes import formatted_value, holds_symbolic_numbers
 
 _NB_NAMES = {
     "ADD": "add", "AND": "and_", "FLOOR_DIVIDE": "floordiv", "LSHIFT": "lshift",
@@ -208,12 +209,16 @@ class OpHandlers:
     def FORMAT_VALUE(self, inst) -> None:
         spec = self.pop().as_python_constant() if inst.arg & 0x04 else ""
         value = self.pop()
+        conv = {0: lambda v: v, 1: str, 2: repr, 3: ascii}[inst.arg & 0x03]
         if not value.is_python_constant():
             if value.is_tensor():
                 raise unsupported("f-string of a non-constant", describe(value))
-            self.push(ConstantVariable(format_value(self, value, inst.arg & 0x03, spec)))
+            if not holds_symbolic_numbers(value):
+                self.push(ConstantVariable(format_value(self, value, inst.arg & 0x03, spec)))
+                return
+            # a symbolic size is specialized (guarded), as torch.compile formats it
+            self.push(ConstantVariable(format(conv(formatted_value(value, "f-string of a non-constant")), spec)))
             return
-        conv = {0: lambda v: v, 1: str, 2: repr, 3: ascii}[inst.arg & 0x03]
         self.push(ConstantVariable(call_python("format", lambda v: format(conv(v), spec),
                                                value.as_python_constant())))
 

@@ -3,7 +3,7 @@
 Modules, in layer order (each imports only those before it): ``base`` (tracker base,
 mutation types, lazy trackers, the builder registry) → ``constant`` → ``object_ids`` (``id()``) →
 ``sym_node`` (symbolic numbers) → ``tensor`` →
-``sequences``, ``dicts``, ``sets``, ``view_sets`` (dict views as sets), ``iterators`` (containers) → ``random_values`` → ``cells`` → ``functions``
+``sequences``, ``sizes`` (``torch.Size``), ``dicts``, ``sets``, ``view_sets`` (dict views as sets), ``iterators`` (containers) → ``random_values`` → ``cells`` → ``functions``
 → ``exceptions`` → ``object_protocol``, ``instance_attrs``, ``dict_objects``,
 ``builtin_subclasses`` (tuple/set subclasses, mappingproxy), ``objects``,
 ``nn_module``, ``torchscript``, ``numpy_values`` (Python objects; TorchScript's opaque
@@ -33,6 +33,7 @@ from .tensor import TensorVariable
 from .sequences import BaseSequenceVariable, DequeVariable, ListVariable, SliceVariable, TupleVariable
 from .dicts import DictVariable, DictViewVariable
 from .sets import SetVariable
+from .sizes import SizeVariable
 from .random_values import PrologueValueVariable, RandomObjectVariable
 from .iterators import EnumerateVariable, GeneratorVariable, IteratorVariable, ListIteratorVariable, ZipVariable
 from .cells import CellVariable

@@ -17,6 +17,8 @@ import operator
 import types
 from typing import Callable
 
+import torch
+
 from ..exc import observed, unsupported
 from ..polyfills import builtins as poly
 from . import object_protocol as proto
@@ -30,6 +32,7 @@ from .random_values import PrologueValueVariable, derived_value
 from .sequences import BaseSequenceVariable, ListVariable, TupleVariable
 from .sets import SetVariable, other_keys
 from .view_sets import is_set_view, view_set_operation
+from .sizes import as_size_operand, concatenation
 from .sym_node import SymNodeVariable, specialized, sym_binary_op, sym_unary_op
 from ..diagnostics.describe import describe
 
@@ -118,6 +121,11 @@ def _container_op(tx, op, left, right) -> VariableTracker:
             else left.call_method(tx, "clear", [], {})
         return left
     if base_op is operator.add and isinstance(left, BaseSequenceVariable) and isinstance(right, BaseSequenceVariable):
+        size = concatenation(left, right)  # ``torch.Size`` with a tuple: a Size
+        if size is not None:
+            return size
+        if issubclass(left.python_type(), tuple) and issubclass(right.python_type(), tuple):
+            return TupleVariable(left.items + right.items)  # a named tuple's ``+`` is tuple's
         if left.python_type() is not right.python_type():
             raise observed(TypeError, f'can only concatenate {left.python_type().__name__} (not '
                                       f'"{right.python_type().__name__}") to {left.python_type().__name__}')
@@ -195,6 +203,8 @@ def _container_eq(tx, left, right) -> VariableTracker:
 
 def _as_sequence(var: VariableTracker) -> VariableTracker:
     """A constant tuple or list as a sequence tracker (``Point(2, 3) == (2, 3)``)."""
+    if isinstance(var, ConstantVariable) and type(var.value) is torch.Size:
+        return as_size_operand(var)
     if isinstance(var, ConstantVariable) and type(var.value) in (tuple, list):
         items = [ConstantVariable(v) for v in var.value]
         return TupleVariable(items) if type(var.value) is tuple else ListVariable(items)

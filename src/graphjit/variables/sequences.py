@@ -452,9 +452,10 @@ def _build_named_tuple(tx, value: Any, source):
 def _build_tuple(tx, value: Any, source):
     cls = type(value)
     named = cls if cls is not tuple else None
-    if is_constant_value(value) and named is None:
+    if is_constant_value(value) and named is None and (source is None or not tx.output.numbers_vary(value, source)):
         return ConstantVariable(value, source=source) if source is None else \
             _constant_guarded(tx, value, source)
+    # (a tuple whose numbers the shape policy makes symbolic is built item by item)
     if source is not None:
         tx.output.add_guard(source, GuardKind.LENGTH_CHECK if named is None else GuardKind.TYPE_MATCH,
                             value if named is None else cls)

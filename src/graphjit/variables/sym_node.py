@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import operator
 
+import sympy
 import torch
 import torch.fx
 from torch.fx.experimental.symbolic_shapes import (
@@ -30,8 +31,10 @@ from torch.fx.experimental.symbolic_shapes import (
 )
 
 from ..exc import unsupported
+from ..guards.shapes import ShapeSource
+from ..sources import AttrSource, GetItemSource, Source
 from .base import VariableTracker, probing
-from .constant import ConstantVariable
+from .constant import ConstantVariable, known_value
 from ..diagnostics.describe import describe
 
 SYM_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool)
@@ -47,12 +50,9 @@ def is_symbolic(value) -> bool:
     return isinstance(value, SYM_TYPES) and not _CONCRETE[type(value)](value)
 
 
-def as_known(value):
-    """``value`` as a plain Python number where it is a constant expression (no guard:
-    nothing is decided by reading it)."""
-    if isinstance(value, SYM_TYPES) and not is_symbolic(value):
-        return _PYTHON_TYPES[type(value)](value)
-    return value
+#: ``value`` with every symbolic number that is a constant expression as its Python
+#: number, also inside tuples and ``torch.Size`` (no guard: reading it decides nothing)
+as_known = known_value
 
 
 class SymNodeVariable(VariableTracker):
@@ -89,7 +89,8 @@ class SymNodeVariable(VariableTracker):
 
     def as_python_constant(self):
         if probing():
-            raise unsupported("symbolic value", describe(self), "Probing does not specialize.")
+            raise unsupported("symbolic value", f"{self.python_type().__name__} {self.sym.node.expr}",
+                              "Probing does not specialize.")
         return self.evaluate()
 
     def truthiness(self, tx) -> bool:
@@ -120,14 +121,37 @@ def _data_dependent(var: SymNodeVariable, e: Exception):
 
 def reconstruct_graph_value(cg, var, what: str) -> None:
     """Push the value of ``var`` (a tracker with a ``node``): the graph's output for it,
-    or, for a graph input, its source."""
+    or, for a graph input, its source, or for a symbolic number that is an input's size,
+    that size read again (:func:`reload_source`)."""
     name = cg.graph_outputs.get(var.node)
     if name is not None:
         cg.load_fast(name)
     elif var.source is not None:
         cg.extend(var.source.reconstruct())
+    elif isinstance(var, SymNodeVariable) and reload_source(var) is not None:
+        cg.extend(reload_source(var).reconstruct())
     else:
         raise unsupported("cannot reconstruct", f"{what} {var.node.name} is not a graph output")
+
+
+def reload_source(var: SymNodeVariable) -> Source | None:
+    """Where generated code reads the value of ``var`` without the graph: a symbolic
+    ``int`` that is exactly a size of an input tensor (``x.shape[0]`` while ``s0`` is
+    free) is read again as ``x.shape[0]``, as TorchDynamo reads a size symbol from its
+    ``TensorPropertySource``; a symbolic ``int`` that is exactly a number argument, from
+    that argument.  It is a Python ``int`` in the program, and no graph output is needed
+    for it: a graph of only such sizes is no graph."""
+    expr = var.sym.node.expr
+    if not isinstance(expr, sympy.Symbol):
+        return None
+    for src in var.sym.node.shape_env.var_to_sources.get(expr, ()):
+        # the ShapeEnv's TensorPropertySource (read by its fields, as guards/shapes.py does)
+        prop = getattr(getattr(src, "prop", None), "name", None)
+        if type(var.sym) is torch.SymInt and prop == "SIZE" and isinstance(getattr(src, "base", None), ShapeSource):
+            return GetItemSource(AttrSource(src.base.inner, "shape"), src.idx)
+        if isinstance(src, ShapeSource) and type(var.sym) is torch.SymInt:
+            return src.inner  # (a float stays a graph output: see OutputGraph.float_outputs_need_pinning)
+    return None
 
 
 #: methods of symbolic numbers
@@ -208,6 +232,14 @@ _SYM_BUILTINS = {int: _int, float: _float, abs: operator.abs, min: torch.sym_min
                     if name.startswith("_sym_") and hasattr(math, name[5:])}}
 
 
+#: builtins answered from a symbolic number's type, or its truth (``s0 != 0``), not its value
+_TYPE_QUERIES = {
+    type: lambda tx, v: VariableTracker.build(tx, v.python_type()),
+    bool: lambda tx, v: ConstantVariable(v.truthiness(tx)),
+    callable: lambda tx, v: ConstantVariable(False),
+}
+
+
 def specialized(args: list) -> list:
     """``args`` with each symbolic number replaced by its value (guarded)."""
     return [ConstantVariable(a.evaluate()) if isinstance(a, SymNodeVariable) else a for a in args]
@@ -216,6 +248,14 @@ def specialized(args: list) -> list:
 def sym_builtin(tx, fn, args: list) -> VariableTracker | None:
     """``fn(*args)`` with a symbolic argument as a graph node, or ``None`` (not modelled:
     the caller specializes, :func:`specialized`)."""
+    if len(args) == 1 and fn in _TYPE_QUERIES:  # what needs no value: nothing specialized
+        return _TYPE_QUERIES[fn](tx, args[0])
+    if fn is isinstance and len(args) == 2 and isinstance(args[0], SymNodeVariable) and args[1].is_python_constant():
+        return ConstantVariable(issubclass(args[0].python_type(), args[1].as_python_constant()))
+    if fn in SYM_BINARY_OPS or fn in _INPLACE:  # ``operator.lt(a, b)`` called as a function
+        return sym_binary_op(tx, fn, *args) if len(args) == 2 else None
+    if fn in SYM_UNARY_OPS:
+        return sym_call(tx, fn, args) if len(args) == 1 and _is_number(args[0]) else None
     target = _SYM_BUILTINS.get(fn)
     if target is None or not all(_is_number(a) for a in args):
         return None

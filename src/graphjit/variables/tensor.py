@@ -205,12 +205,19 @@ class TensorVariable(VariableTracker):
         so a tensor the graph made has none (a leaf's is ``None``; a non-leaf's read warns
         in eager and runs in Python)."""
         real = tx.output.real_tensor(self.node)
-        if real is None or self.source is None:
+        # a parameter from ``module.parameters()`` is a graph attribute whose tracker has
+        # no source of its own: where the trace read it is the node's origin
+        source = self.source if self.source is not None else self.node.meta.get("origin")
+        if real is not None and source is None:  # its .grad cannot be read at run time
+            raise unsupported("autograd attribute", f"Tensor.grad of {self.node.name}",
+                              "The tensor's .grad cannot be read again when the code runs; "
+                              "it runs in Python.")
+        if real is None:
             if not self._example.requires_grad or self._example.is_leaf:
                 return ConstantVariable(None)
             raise unsupported("autograd attribute", f"Tensor.grad of non-leaf {self.node.name}",
                               "Reading .grad of a non-leaf tensor warns in eager; it runs in Python.")
-        grad_src = AttrSource(self.source, "grad")
+        grad_src = AttrSource(source, "grad")
         if real.grad is None:
             tx.output.add_guard(grad_src, GuardKind.CONSTANT_MATCH, None)
             return ConstantVariable(None)

@@ -22,6 +22,7 @@ from .grad_mode import GradModeVariable, InferenceModeVariable, set_grad_mode
 from .numpy_values import constant_tensor
 from .sequences import TupleVariable
 from ..diagnostics.describe import describe
+from .sizes import holds_symbolic_numbers
 
 
 def _compiling_flags() -> set:
@@ -155,6 +156,8 @@ class TorchFunctionVariable(VariableTracker):
                 if fn is torch.is_tensor:
                     return ConstantVariable(args[0].is_tensor())
                 return args[0].call_method(tx, fn.__name__, [], {})
+        if fn is torch.tensor and args and not args[0].is_tensor() and holds_symbolic_numbers(args[0]):
+            fn = torch._refs.tensor  # built from the symbolic values, none specialized (as TorchDynamo)
         return tx.output.call(tx, "call_function", fn, list(args), dict(kwargs))
 
 
