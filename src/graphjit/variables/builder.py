@@ -43,6 +43,7 @@ from .functions import (
     CachedFunctionVariable,
     ConstantResultFunctionVariable,
     NoOpFunctionVariable,
+    FunctionGetVariable,
     OpaqueCallableVariable,
     PolyfilledCallableVariable,
     UserFunctionVariable,
@@ -173,9 +174,16 @@ def build_callable(tx, value: Any, source: Source | None) -> VariableTracker:
         return UserFunctionVariable(value, source=source)
     if is_builtin_callable(value):
         return build_builtin(tx, value, source)
-    if isinstance(value, types.BuiltinMethodType) and isinstance(owner, type):
-        # a C method bound to a class (``cls.__subclasses__``): a new object on every read,
-        # so the class and the name decide, not its identity
+    if isinstance(value, types.MethodWrapperType) and value.__name__ == "__get__" \
+            and isinstance(owner, types.FunctionType):
+        _guard(tx, _attr(source, "__name__"), GuardKind.CONSTANT_MATCH, "__get__")
+        return FunctionGetVariable(VariableTracker.build(tx, owner, _attr(source, "__self__"), realize=True),
+                                   source=source)
+    if isinstance(value, (types.BuiltinMethodType, types.MethodWrapperType)) and owner is not None \
+            and not isinstance(owner, types.ModuleType):
+        # a C method bound to a class (``cls.__subclasses__``) or a slot wrapper bound to an
+        # object (``fn.__get__``): a new object on every read, so the object it is bound to
+        # and the name decide, not its identity
         _guard(tx, _attr(source, "__self__"), GuardKind.ID_MATCH, owner)
         _guard(tx, _attr(source, "__name__"), GuardKind.CONSTANT_MATCH, value.__name__)
     else:

@@ -526,3 +526,31 @@ def _build_partial(tx, value: functools.partial, source):
     keywords_var = VariableTracker.build(tx, value.keywords, AttrSource(source, "keywords"))
     dict_var = VariableTracker.build(tx, value.__dict__, AttrSource(source, "__dict__"))
     return PartialVariable(func, args, {}, keywords_var, dict_var, source=source)
+
+
+class FunctionGetVariable(VariableTracker):
+    """``fn.__get__`` of a Python function (a slot wrapper, a new object on every read):
+    calling it with an object binds the function to it, as CPython's ``func_descr_get``
+    (torch's optimizer wrappers do ``func.__get__(opt, type(opt))(*args)``); with ``None``
+    it is the function itself."""
+
+    def __init__(self, fn_var: VariableTracker, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.fn_var = fn_var
+
+    def _repr_body(self) -> str:
+        return f"{self.fn_var!r}.__get__"
+
+    def python_type(self) -> type:
+        return types.MethodWrapperType
+
+    def call_function(self, tx, args, kwargs) -> VariableTracker:
+        if kwargs or not 1 <= len(args) <= 2:
+            raise unsupported("function.__get__ with other arguments", "function.__get__(...)")
+        obj = args[0]
+        if obj.is_python_constant() and obj.as_python_constant() is None:
+            return self.fn_var
+        return UserMethodVariable(self.fn_var, obj)
+
+    def children(self) -> list[VariableTracker]:
+        return [self.fn_var]
