@@ -224,3 +224,24 @@ def test_one_value_passed_as_two_inputs(backend):
     cnt = check_same(model, x, fullgraph=True)
     assert cnt.frame_count == 1
     assert len(_calls(cnt.graphs[0])) == 4
+
+
+def test_a_reused_body_is_not_run_again_on_operands_like_an_earlier_call(monkeypatch):
+    # the fake run of the body is most of a reused block's trace cost: a call whose operands
+    # have an earlier call's metadata gets fresh fakes like that call's outputs
+    from graphjit.variables.hops import repeated_blocks
+
+    runs = []
+    real = repeated_blocks.run_region_body
+    monkeypatch.setattr(repeated_blocks, "run_region_body",
+                        lambda *a: runs.append(1) or real(*a))
+    model = Stack(n=6)
+    x = torch.randn(2, 8)
+    cnt = check_same(model, x, fullgraph=True)
+    assert len(_calls(cnt.graphs[0])) == 6
+    # block 0 (an input without grad) and block 1 (a block's output) run; 2..5 reuse block 1's
+    assert len(runs) == 2, runs
+    with torch.no_grad():  # grad mode is part of the key: outputs without grad here
+        runs.clear()
+        check_same(model, x, fullgraph=True)
+        assert len(runs) == 1, runs

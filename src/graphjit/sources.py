@@ -185,6 +185,18 @@ class ChainedSource(Source):
     def root(self) -> Source:
         return self.base.root()
 
+    def with_base(self, base: Source) -> "ChainedSource":
+        """This step read from ``base`` instead (``dataclasses.replace`` without its
+        introspection: repeated blocks rebase thousands of guard sources)."""
+        if not hasattr(self, "__dict__"):
+            return dataclasses.replace(self, base=base)
+        new = object.__new__(type(self))
+        state = dict(self.__dict__)
+        state.pop("_hash", None)
+        state["base"] = base
+        new.__dict__.update(state)
+        return new
+
 
 @_hash_once
 @dataclasses.dataclass(frozen=True, repr=False)

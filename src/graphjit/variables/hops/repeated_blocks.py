@@ -37,6 +37,8 @@ from __future__ import annotations
 import dataclasses
 
 import torch
+from torch._subclasses.fake_tensor import FakeTensor
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
 from ... import config
 from ...exc import ObservedException, Unsupported
@@ -49,7 +51,7 @@ from ..sequences import ListVariable, TupleVariable
 from ..sym_node import SymNodeVariable
 from ..tensor import TensorVariable
 from .body import capture_failed, input_for, trace_body
-from .compile_region import _leaf_key, invoke_region, run_region_body
+from .compile_region import _leaf_key, _sizes, invoke_region, run_region_body
 from .pytree import tree_flatten, tree_unflatten
 
 _FAILED = object()
@@ -78,6 +80,9 @@ class BlockRecord:
     guards: list      # (guard, path of its source, path of its other source)
     lifted: list      # (outer node, path | None, how it was read: "get_attr" / "input" / None)
     mark: tuple       # the side-effect log's mark after it was traced
+    #: the body's outputs' metadata by its operands' (a later block on operands like an
+    #: earlier one's computes outputs like them: no fake run of the body again)
+    outputs: dict = dataclasses.field(default_factory=dict)
 
 
 def _is_block(source: Source) -> bool:
@@ -117,7 +122,7 @@ def _rebase(steps: list, root: Source, memo: dict | None = None) -> Source:
     for step in steps:
         known = memo.get(id(step)) if memo is not None else None
         if known is None:
-            known = dataclasses.replace(step, base=root)
+            known = step.with_base(root)
             if memo is not None:
                 memo[id(step)] = known
         root = known
@@ -260,13 +265,53 @@ def call_block(tx, module_var, forward, args: list, kwargs: dict) -> VariableTra
             return None
     explicit = [leaf.node for leaf in leaves if isinstance(leaf, (TensorVariable, SymNodeVariable))]
     node_args = (record.attr, record.identifier, *explicit, *lifted)
+    example = _fake_outputs(out, record, node_args)
+    result = out.record(tx, invoke_region, node_args, example)
+    items = list(result.items) if isinstance(result, (TupleVariable, ListVariable)) else [result]
+    return tree_unflatten(record.body.out_spec, items)
+
+
+def _fake_outputs(out, record: BlockRecord, node_args: tuple) -> tuple:
+    """The fake outputs of the body's call on ``node_args``: its fake run, or, when an
+    earlier call's operands had the same metadata (dtypes, sizes and strides by their
+    expressions, ``requires_grad``) under the same grad and inference mode, fresh fake
+    tensors like that call's outputs (the fake run of a body is most of a reused block's
+    trace cost).  Not for outputs with unbacked sizes (new symbols on every run) or under
+    autocast."""
+    key = _operands_key(out, node_args[2:])
+    known = record.outputs.get(key) if key is not None else None
+    if known is not None:
+        with out.fake_mode, torch.set_grad_enabled(out.grad_enabled), out.inference_ctx():
+            return tuple(torch.empty_strided(size, stride, dtype=dtype, device=device).requires_grad_(grad)
+                         .clone(memory_format=torch.preserve_format) if grad else
+                         torch.empty_strided(size, stride, dtype=dtype, device=device)
+                         for size, stride, dtype, device, grad in known)
     try:
         example = out.run_fake(run_region_body, node_args)
     except ObservedException as e:
         raise capture_failed("repeated block", e.exc) from None
-    result = out.record(tx, invoke_region, node_args, example)
-    items = list(result.items) if isinstance(result, (TupleVariable, ListVariable)) else [result]
-    return tree_unflatten(record.body.out_spec, items)
+    if key is not None and all(isinstance(t, torch.Tensor) and type(t) is FakeTensor for t in example) \
+            and not free_unbacked_symbols(example):
+        record.outputs[key] = [(t.shape, t.stride(), t.dtype, t.device, t.requires_grad) for t in example]
+    return example
+
+
+def _operands_key(out, nodes) -> tuple | None:
+    if torch._C._is_any_autocast_enabled():
+        return None
+    key = [out.grad_enabled, out.inference_mode]
+    for node in nodes:
+        value = node.meta.get("example_value") if isinstance(node, torch.fx.Node) else node
+        if isinstance(value, torch.Tensor):
+            if type(value) is not FakeTensor:
+                return None
+            key.append((value.dtype, _sizes(value.shape), _sizes(value.stride()), value.storage_offset(),
+                        value.requires_grad, value.device))
+        elif isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            key.append(("sym", str(value)))
+        else:
+            return None
+    return tuple(key)
 
 
 def _trace_first(tx, module_var, forward, leaves, spec, key) -> BlockRecord | None:
