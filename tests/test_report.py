@@ -124,3 +124,18 @@ def test_decompiled_log_artifact():
     text = buf.getvalue()
     assert "TRANSFORMED CODE toy_example" in text and "RESUME FUNCTION __resume_at_" in text
     assert "def toy_example(a, b):" in text and ".fn(a, b)" in text
+
+
+def test_a_recorded_run_traces_with_a_warm_persistent_cache(tmp_path):
+    """A second recorded run of the same script, its entries on disk from the first: the
+    report still shows the compiles (a recorded run does not load entries)."""
+    env = _env()
+    env["GRAPHJIT_CACHE_DIR"] = str(tmp_path / "cache")
+    plain = subprocess.run([sys.executable, str(PROGRAM)], capture_output=True, text=True, env=env, timeout=300)
+    assert plain.returncode == 0, plain.stderr[-3000:]
+    assert any((tmp_path / "cache").rglob("*")), "the first run wrote no entry"
+    env["GRAPHJIT_REPORT"] = str(tmp_path / "rep")
+    proc = subprocess.run([sys.executable, str(PROGRAM)], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    log = json.loads((tmp_path / "rep" / "graphjit_log.json").read_text())
+    assert {f["name"] for f in log["frames"]} >= {"toy_program", "noisy_helper"}

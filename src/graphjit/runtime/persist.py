@@ -4,8 +4,9 @@ own objects in generated code are named and found again (:class:`SessionObjects`
 the stats it counts.
 
 Contract: :func:`load` returns a :class:`CacheEntry` read from disk that serves this call
-(its guard passed on these arguments; nothing was traced), or ``None``; :func:`save`
-writes a traced entry.  Neither raises into the program (a bad file is a warning and a
+(its guard passed on these arguments; nothing was traced), or ``None`` (always while a
+report is recorded: the report shows what compiling the program does, so a recorded run
+traces); :func:`save` writes a traced entry.  Neither raises into the program (a bad file is a warning and a
 miss; something that cannot be written is a log line).
 """
 
@@ -15,6 +16,7 @@ import types
 from typing import Any
 
 from .. import cache
+from ..report import record
 from . import stats
 from .convert_frame import CacheEntry, class_closure
 from .mode_state import restoring_modes
@@ -79,7 +81,7 @@ def frame_cache(dispatcher, code: types.CodeType, kind: str) -> "cache.FrameCach
 def load(dispatcher, fn: types.FunctionType, code: types.CodeType, kind: str, args: tuple,
          kwargs: dict) -> "CacheEntry | cache.Skipped | None":
     """A written entry for this call, or :class:`cache.Skipped` (see the module docstring)."""
-    if cache.cache_dir() is None:
+    if cache.cache_dir() is None or record.active() is not None:
         return None
     session = dispatcher._session
     found = frame_cache(dispatcher, code, kind).load(fn, args, kwargs, SessionObjects(session),
