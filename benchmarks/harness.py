@@ -8,6 +8,7 @@ import gc
 import io
 import itertools
 import logging
+import os
 import statistics
 import time
 import warnings
@@ -19,6 +20,12 @@ import torch
 # state; graphjit only ever *looks* for torch._dynamo in sys.modules at trace time.
 import graphjit  # noqa: E402
 from graphjit.testing import CompileCounter  # noqa: E402
+
+# the persistent cache is off in benchmarks (a first call must trace, as torch.compile's
+# does), unless the process was started with GRAPHJIT_CACHE_DIR set on purpose
+# (bench_cache.py's warm and cold processes)
+if "GRAPHJIT_CACHE_DIR" not in os.environ:
+    graphjit.config.cache_dir = None
 
 import torch._dynamo  # noqa: E402
 import torch._dynamo.utils  # noqa: E402
