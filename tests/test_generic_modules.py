@@ -219,7 +219,9 @@ def step(model, x):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_a_compiled_function_turns_generic_on_a_second_instance(backend):
+def test_a_function_of_a_module_is_generic_from_the_first_call(backend):
+    # a module passed to a plain function: any instance may come next, so its parameters are
+    # graph inputs from the first trace (one entry for every instance, torch.compile's count)
     torch.manual_seed(0)
     models = [Block(scale=1.0) for _ in range(4)]
     cnt, be = counting_backend(backend)
@@ -228,11 +230,28 @@ def test_a_compiled_function_turns_generic_on_a_second_instance(backend):
     for m in models + models:
         with torch.no_grad():
             torch.testing.assert_close(compiled(m, x), step(m, x))
-    # the first model specialized, then one generic entry for every other instance
-    assert cnt.frame_count == 2
-    first = cnt.graphs[0]
-    assert [n for n in first.graph.nodes if n.op == "get_attr"]  # specialized: attributes
-    assert not [n for n in cnt.graphs[1].graph.nodes if n.op == "get_attr"]
+    assert cnt.frame_count == 1
+    assert not [n for n in cnt.graphs[0].graph.nodes if n.op == "get_attr"]
+    with torch.no_grad():  # a weight changed in place, a parameter replaced: read each call
+        models[1].lin.weight.mul_(2)
+        models[2].lin.weight = torch.nn.Parameter(torch.ones(4, 4))
+        for m in models:
+            torch.testing.assert_close(compiled(m, x), step(m, x))
+    assert cnt.frame_count == 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_compiled_module_turns_generic_on_a_second_instance(backend):
+    # a compiled module's own frame stays specialized (identity guards, attributes) until
+    # a second instance reaches the same forward
+    torch.manual_seed(0)
+    models = [Block(scale=1.0) for _ in range(3)]
+    cnt, be = counting_backend(backend)
+    compiled = graphjit.compile(models[0], backend=be)
+    x = torch.randn(2, 4)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), models[0](x))
+    assert [n for n in cnt.graphs[0].graph.nodes if n.op == "get_attr"]  # specialized
 
 
 def test_parameters_stay_static_with_dynamic_true():

@@ -38,7 +38,8 @@ a function called with one model.  A code object switches to generic when a modu
 is seen holding a second instance of its class (the layers of a model calling one
 ``forward``), or from the start when it is marked so (:meth:`CodeShapes.make_modules_generic`:
 a module's ``forward`` called from Python for many instances, and resume functions of a
-generic trace).
+generic trace).  A module passed to a plain function (a parameter other than a method's
+``self``) is generic from the first trace, as torch.compile's: any instance may come next.
 """
 
 from __future__ import annotations
@@ -65,6 +66,23 @@ _PINNED = object()
 #: the key of a code object's module mode in its record (present: generic)
 _GENERIC_MODULES = "generic modules"
 
+#: code objects whose first parameter is the object they were compiled for (graphjit's
+#: own frame that calls a compiled module), registered by the runtime
+RECEIVER_CODES: set = set()
+
+
+def _plain_argument(code: types.CodeType | None, name: str) -> bool:
+    """Whether the local ``name`` is a parameter of a plain function (not the receiver of
+    a method, ``self``/``cls``, nor of graphjit's own call frame, nor a resume function's
+    carried value): a module passed there is generic from the first trace, as
+    torch.compile's, since any instance may come next."""
+    if code is None or code in RECEIVER_CODES or code.co_name.startswith("__resume"):
+        return False
+    params = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
+    parts = code.co_qualname.split(".")
+    method = len(parts) >= 2 and parts[-2] != "<locals>"  # (a function defined in a class)
+    return name in params and name not in ("self", "cls") and not (method and name == params[0])
+
 
 class ShapePolicy:
     """A session's ``dynamic=`` setting and, per code object, the sizes and numbers its
@@ -84,14 +102,14 @@ class ShapePolicy:
         return f"ShapePolicy(dynamic={self.dynamic}, {len(self._seen)} code objects)"
 
     def for_code(self, code: types.CodeType) -> "CodeShapes":
-        return CodeShapes(self, self._seen.setdefault(code, {}))
+        return CodeShapes(self, self._seen.setdefault(code, {}), code)
 
 
 class CodeShapes:
     """The policy as it applies to one code object's traces."""
 
-    def __init__(self, policy: ShapePolicy, seen: dict[str, Any]) -> None:
-        self.policy, self.seen = policy, seen
+    def __init__(self, policy: ShapePolicy, seen: dict[str, Any], code: types.CodeType | None = None) -> None:
+        self.policy, self.seen, self.code = policy, seen, code
 
     def __repr__(self) -> str:
         return f"CodeShapes(dynamic={self.policy.dynamic}, {len(self.seen)} values seen)"
@@ -143,6 +161,8 @@ class CodeShapes:
         root = source.root()
         if not isinstance(root, LocalSource):
             return False
+        if not self.modules_generic and source is root and _plain_argument(self.code, root.local_name):
+            self.make_modules_generic()  # (a function of a module, as torch.compile: any instance)
         if not self.modules_generic and source is root:
             key = "module " + root.local_name
             before = self.seen.get(key)
