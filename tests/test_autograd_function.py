@@ -673,9 +673,7 @@ def _xfail(reason: str):
     return pytest.mark.xfail(strict=True, reason=f"graphjit: {reason}")
 
 
-_FRESH_MODULE = _xfail("a deepcopy of the same module on the next call recompiles (2 graphs); "
-                       "torch.compile reuses its graph (1)")
-_EAGER_MARKS = {"fresh_module_each_call": _FRESH_MODULE}
+_EAGER_MARKS: dict = {}  # (a fresh copy of the module each call: one graph, as torch.compile)
 _AOT_MARKS = {
     **_EAGER_MARKS,
     "create_graph_inside": _xfail(
