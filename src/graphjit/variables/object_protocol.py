@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
+import operator
 import types
 import weakref
 from typing import Any
@@ -37,6 +38,28 @@ from ..exc import ObservedException, observed, unsupported
 from ..guards.guard import GuardKind
 from ..sources import AttrSource, ConstSource, GetItemSource, Source
 from .base import MethodVariable, VariableTracker
+
+#: in-place operator -> its plain operator (``a += b`` falls back to ``a + b``)
+INPLACE_TO_PLAIN = {
+    operator.iadd: operator.add, operator.isub: operator.sub, operator.imul: operator.mul,
+    operator.itruediv: operator.truediv, operator.ifloordiv: operator.floordiv,
+    operator.imod: operator.mod, operator.ipow: operator.pow, operator.imatmul: operator.matmul,
+    operator.iand: operator.and_, operator.ior: operator.or_, operator.ixor: operator.xor,
+    operator.ilshift: operator.lshift, operator.irshift: operator.rshift,
+}
+#: binary operator -> (method, reflected method) as ``BINARY_OP``/``COMPARE_OP`` call them
+BINARY_DUNDERS = {
+    operator.add: ("__add__", "__radd__"), operator.sub: ("__sub__", "__rsub__"),
+    operator.mul: ("__mul__", "__rmul__"), operator.truediv: ("__truediv__", "__rtruediv__"),
+    operator.floordiv: ("__floordiv__", "__rfloordiv__"), operator.mod: ("__mod__", "__rmod__"),
+    operator.pow: ("__pow__", "__rpow__"), operator.matmul: ("__matmul__", "__rmatmul__"),
+    operator.and_: ("__and__", "__rand__"), operator.or_: ("__or__", "__ror__"),
+    operator.xor: ("__xor__", "__rxor__"), operator.lshift: ("__lshift__", "__rlshift__"),
+    operator.rshift: ("__rshift__", "__rrshift__"),
+    operator.eq: ("__eq__", "__eq__"), operator.ne: ("__ne__", "__ne__"),
+    operator.lt: ("__lt__", "__gt__"), operator.gt: ("__gt__", "__lt__"),
+    operator.le: ("__le__", "__ge__"), operator.ge: ("__ge__", "__le__"),
+}
 from .dicts import DELETED, MISSING
 from .functions import UserMethodVariable
 from ..diagnostics.describe import describe

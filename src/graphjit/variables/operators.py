@@ -36,25 +36,8 @@ from .sizes import as_size_operand, concatenation
 from .sym_node import SymNodeVariable, specialized, sym_binary_op, sym_unary_op
 from ..diagnostics.describe import describe
 
-_INPLACE_TO_PLAIN = {
-    operator.iadd: operator.add, operator.isub: operator.sub, operator.imul: operator.mul,
-    operator.itruediv: operator.truediv, operator.ifloordiv: operator.floordiv,
-    operator.imod: operator.mod, operator.ipow: operator.pow, operator.imatmul: operator.matmul,
-    operator.iand: operator.and_, operator.ior: operator.or_, operator.ixor: operator.xor,
-    operator.ilshift: operator.lshift, operator.irshift: operator.rshift,
-}
-_DUNDERS = {
-    operator.add: ("__add__", "__radd__"), operator.sub: ("__sub__", "__rsub__"),
-    operator.mul: ("__mul__", "__rmul__"), operator.truediv: ("__truediv__", "__rtruediv__"),
-    operator.floordiv: ("__floordiv__", "__rfloordiv__"), operator.mod: ("__mod__", "__rmod__"),
-    operator.pow: ("__pow__", "__rpow__"), operator.matmul: ("__matmul__", "__rmatmul__"),
-    operator.and_: ("__and__", "__rand__"), operator.or_: ("__or__", "__ror__"),
-    operator.xor: ("__xor__", "__rxor__"), operator.lshift: ("__lshift__", "__rlshift__"),
-    operator.rshift: ("__rshift__", "__rrshift__"),
-    operator.eq: ("__eq__", "__eq__"), operator.ne: ("__ne__", "__ne__"),
-    operator.lt: ("__lt__", "__gt__"), operator.gt: ("__gt__", "__lt__"),
-    operator.le: ("__le__", "__ge__"), operator.ge: ("__ge__", "__le__"),
-}
+_INPLACE_TO_PLAIN = proto.INPLACE_TO_PLAIN
+_DUNDERS = proto.BINARY_DUNDERS
 
 
 def _name(fn) -> str:

@@ -41,26 +41,8 @@ from .tensor import TensorVariable
 #: classes whose members are the tensor's own (modelled by ``TensorVariable``)
 _TENSOR_BASES = (torch.Tensor, torch._C.TensorBase, object)
 
-#: operator -> (method, reflected method) as ``BINARY_OP``/``COMPARE_OP`` call them
-_BINARY = {
-    operator.add: ("__add__", "__radd__"), operator.sub: ("__sub__", "__rsub__"),
-    operator.mul: ("__mul__", "__rmul__"), operator.truediv: ("__truediv__", "__rtruediv__"),
-    operator.floordiv: ("__floordiv__", "__rfloordiv__"), operator.mod: ("__mod__", "__rmod__"),
-    operator.pow: ("__pow__", "__rpow__"), operator.matmul: ("__matmul__", "__rmatmul__"),
-    operator.and_: ("__and__", "__rand__"), operator.or_: ("__or__", "__ror__"),
-    operator.xor: ("__xor__", "__rxor__"), operator.lshift: ("__lshift__", "__rlshift__"),
-    operator.rshift: ("__rshift__", "__rrshift__"),
-    operator.eq: ("__eq__", "__eq__"), operator.ne: ("__ne__", "__ne__"),
-    operator.lt: ("__lt__", "__gt__"), operator.gt: ("__gt__", "__lt__"),
-    operator.le: ("__le__", "__ge__"), operator.ge: ("__ge__", "__le__"),
-}
-_INPLACE = {
-    operator.iadd: operator.add, operator.isub: operator.sub, operator.imul: operator.mul,
-    operator.itruediv: operator.truediv, operator.ifloordiv: operator.floordiv,
-    operator.imod: operator.mod, operator.ipow: operator.pow, operator.imatmul: operator.matmul,
-    operator.iand: operator.and_, operator.ior: operator.or_, operator.ixor: operator.xor,
-    operator.ilshift: operator.lshift, operator.irshift: operator.rshift,
-}
+_BINARY = proto.BINARY_DUNDERS
+_INPLACE = proto.INPLACE_TO_PLAIN
 _UNARY = {operator.neg: "__neg__", operator.pos: "__pos__", operator.invert: "__invert__",
           operator.abs: "__abs__", abs: "__abs__"}
 _ITEMS = {operator.getitem: "__getitem__", operator.setitem: "__setitem__",
