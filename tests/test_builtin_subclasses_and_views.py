@@ -2,7 +2,8 @@
 ``test_dicts.py``, ``test_functools.py``, ``test_functions.py``).
 
 * user subclasses of ``set``, ``frozenset``, ``tuple`` (with a Python ``__new__`` calling
-  ``super().__new__``) and ``dict``, made in the trace and passed in (changed between
+  ``super().__new__``; with Python ``__getitem__``/``__len__``, one that raises, as e3nn's
+  ``Irreps`` and ``Irrep``) and ``dict``, made in the trace and passed in (changed between
   calls), and escaping; their base operations give the base type, as in CPython;
 * ``types.MappingProxyType`` made in the trace or read from a global, its writes eager's
   ``TypeError``; numpy ``dtype``/``iinfo``/``finfo`` and numpy scalars as constants (in
@@ -61,6 +62,31 @@ class Pair(tuple):
         return self[0] + self[1]
 
 
+class Scaled(tuple):
+    """A tuple subclass with Python ``__getitem__``/``__len__`` (e3nn's ``Irreps`` pattern):
+    indexing and ``len`` run them, iteration, unpacking and comparisons read the stored
+    items."""
+
+    def __getitem__(self, i):
+        return super().__getitem__(i) * 10
+
+    def __len__(self):
+        return tuple.__len__(self) + 100
+
+
+class Spin(tuple):
+    """e3nn's ``Irrep``: a Python ``__new__`` and a ``__len__`` that raises."""
+
+    def __new__(cls, l, p=1):
+        return super().__new__(cls, (l, p))
+
+    def __len__(self):
+        raise NotImplementedError
+
+
+SPINS = (Spin(0), Spin(1, -1), Spin(2))
+
+
 class MyDict(dict):
     def total(self):
         return sum(self.values())
@@ -102,6 +128,26 @@ def subclass_escapes(x):
     s = Tagged([2], "e")
     s.add(5)
     return x + 1, s, MyTuple((x, 2)), Pair(1, 2)
+
+
+def tuple_subclass_python_getitem(x, t):
+    total = x * 0
+    for v in t:                      # the stored items
+        total = total + v
+    a, b, c = t
+    return total + a - c, t[1], len(t), t == (1, 2, 3), t < (1, 2, 4), t + (7,)
+
+
+def tuple_subclass_raising_len(x):
+    out = x
+    for l, p in SPINS:               # unpacking never calls __len__
+        out = out + l * p
+    made = Spin(1, -1)
+    try:
+        len(made)
+    except NotImplementedError:
+        out = out * 2
+    return out, made in SPINS, Spin(3) in SPINS, made == (1, -1), made
 
 
 def set_subclass_argument(x, s):
@@ -258,6 +304,9 @@ CASES = [
     Case(tuple_subclasses, XS),
     Case(set_subclass_with_init, XS),
     Case(subclass_escapes, XS),
+    Case(tuple_subclass_python_getitem, [(X, Scaled((1, 2, 3))), (X, Scaled((1, 2, 3))), (X, Scaled((4, 5, 6)))],
+         graphs=2),
+    Case(tuple_subclass_raising_len, XS),
     Case(set_subclass_argument, [(X, MySet([5, 6])), (X, MySet([5, 6])), (X, MySet([7]))], graphs=2),
     Case(dict_subclass_argument, [(X, MyDict(a=1)), (X, MyDict(a=1, b=2))], graphs=2),
     Case(mappingproxy_in_trace, XS),
@@ -283,8 +332,12 @@ CASES = [
 RELATION = {"list_as_dict_key": "at_most", "partial_attributes": "torch_none",
             "numpy_constant_collections": "torch_none"}
 #: torch.compile differs from eager: it returns the subclass instances as other objects,
-#: lets the mappingproxy write through, and raises another message for ``f(**3)``
-TORCH_WRONG = {"subclass_escapes", "mappingproxy_write_raises", "star_star_not_a_mapping"}
+#: lets the mappingproxy write through, and raises another message for ``f(**3)``; with a
+#: Python ``__getitem__`` its guard reads ``t[0]`` through the override ("Guard failed on
+#: the same frame it was created"), with a raising ``__len__`` its guard calls ``len``
+#: (NotImplementedError out of guard building, as on e3nn's ``Irrep``)
+TORCH_WRONG = {"subclass_escapes", "mappingproxy_write_raises", "star_star_not_a_mapping",
+               "tuple_subclass_python_getitem", "tuple_subclass_raising_len"}
 
 
 test_eager_backend, test_aot_eager_backend, test_graph_count_against_torch_compile = \

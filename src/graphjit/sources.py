@@ -375,6 +375,36 @@ class FloatTensorSource(ConvertedSource):
     convert = staticmethod(as_float_tensor)
 
 
+@_hash_once
+@dataclasses.dataclass(frozen=True, repr=False)
+class TupleItemSource(ChainedSource):
+    """``tuple.__getitem__(base, index)`` (``index`` an int), or with ``index=None``
+    ``tuple.__len__(base)``: the items and length of a ``tuple`` subclass instance as the
+    base type stores them, for a class whose ``__getitem__``/``__len__`` are Python code
+    (e3nn's ``Irreps``): guards must not run user code, and iteration and unpacking read
+    the stored items, not the override."""
+
+    base: Source
+    index: Any = None
+
+    def display(self) -> str:
+        if self.index is None:
+            return f"tuple.__len__({self.base.display()})"
+        return f"tuple.__getitem__({self.base.display()}, {self.index!r})"
+
+    def render(self, scope: GuardScope) -> str:
+        tuple_ref = scope.ref(tuple, identity=True)
+        if self.index is None:
+            return f"{tuple_ref}.__len__({self.base.guard_expr(scope)})"
+        return f"{tuple_ref}.__getitem__({self.base.guard_expr(scope)}, {self.index!r})"
+
+    def reconstruct(self) -> list[Instruction]:
+        name = "__len__" if self.index is None else "__getitem__"
+        args = [] if self.index is None else [create_instruction("LOAD_CONST", argval=self.index)]
+        return [create_instruction("PUSH_NULL"), create_instruction("LOAD_CONST", argval=getattr(tuple, name)),
+                *self.base.reconstruct(), *args, *create_call(1 + len(args))]
+
+
 def _cache_hashes() -> None:
     """Chained sources are frozen dataclasses whose generated ``__hash__`` hashes the whole
     chain on every call (guards put hundreds of deep sources in dicts): each source keeps

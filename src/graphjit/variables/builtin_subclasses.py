@@ -18,10 +18,11 @@
   :func:`rebuild_builtin_object`: the base type's ``__new__`` on the items, then its
   instance ``__dict__`` (no Python ``__new__``/``__init__`` runs again).
 * Existing instances read through a source are guarded by type and by their contents (a
-  tuple's length, a set's keys); a set subclass that overrides a mutating method in Python,
-  or a tuple subclass with a Python ``__getitem__``/``__len__``, stays a generic object
-  (a mutation could not be replayed with the base type's method; a guard could not read
-  the items).
+  tuple's length, a set's keys: a tuple subclass with a Python ``__getitem__``/``__len__``
+  through ``tuple.__getitem__``/``tuple.__len__``, :class:`~graphjit.sources.TupleItemSource`);
+  a set subclass that overrides a mutating method in Python, or a tuple subclass with a
+  Python ``__iter__``, stays a generic object (a mutation could not be replayed with the
+  base type's method; iteration would not read the stored items).
 * ``types.MappingProxyType(d)`` (:class:`MappingProxyVariable`) is a read-only view of a
   dict tracker: reads go to the dict, writes are eager's ``TypeError``.
 """
@@ -33,7 +34,7 @@ from typing import Any
 
 from ..exc import observed, unsupported
 from ..guards.guard import GuardKind
-from ..sources import AttrSource, ConstSource, GetItemSource
+from ..sources import AttrSource, ConstSource, GetItemSource, TupleItemSource
 from . import object_protocol as proto
 from .base import (
     AttributeMutationExisting,
@@ -174,6 +175,12 @@ class TupleObjectVariable(_ObjectPart, TupleVariable):
         return [*self.items, *self.object_children()]
 
     def container_method(self, tx, name, args, kwargs):
+        # tuple's own methods on the stored items (``super().__getitem__(i)`` inside the
+        # class's Python ``__getitem__`` must not reach that override again)
+        if name == "__getitem__" and len(args) == 1 and not kwargs:
+            return TupleVariable.getitem(self, tx, args[0])
+        if name == "__len__" and not args and not kwargs:
+            return ConstantVariable(len(self.items))
         return TupleVariable.call_method(self, tx, name, args, kwargs)
 
     def repr_items(self, tx) -> tuple:
@@ -313,7 +320,7 @@ def _modelled_subclass_instance(value: Any) -> bool:
         return False
     overridden = {n for k in cls.__mro__[:cls.__mro__.index(base)] for n in k.__dict__}
     if base is tuple:
-        return not overridden & {"__getitem__", "__len__", "__iter__", "__eq__", "__hash__"}
+        return not overridden & {"__iter__", "__eq__", "__hash__"}
     return not overridden & {*_SET_MUTATORS, "__eq__", "__iter__", "__len__", "__hash__"} and \
         all(is_constant_value(k) or isinstance(k, type) for k in value)
 
@@ -322,10 +329,17 @@ def _modelled_subclass_instance(value: Any) -> bool:
 def _build_builtin_subclass(tx, value: Any, source):
     cls = type(value)
     if builtin_base(cls) is tuple:
-        if source is not None:
+        # a class with a Python __getitem__/__len__ (e3nn's Irreps) is read by the guards
+        # through tuple's own methods: the stored items, no user code
+        raw = any(n in k.__dict__ for k in cls.__mro__[:cls.__mro__.index(tuple)] for n in ("__getitem__", "__len__"))
+        item_source = TupleItemSource if raw else GetItemSource
+        if source is not None and raw:
+            tx.output.add_guard(source, GuardKind.TYPE_MATCH, cls)
+            tx.output.add_guard(TupleItemSource(source), GuardKind.CONSTANT_MATCH, tuple.__len__(value))
+        elif source is not None:
             tx.output.add_guard(source, GuardKind.LENGTH_CHECK, value)
-        items = [VariableTracker.build(tx, v, None if source is None else GetItemSource(source, i))
-                 for i, v in enumerate(value)]
+        items = [VariableTracker.build(tx, v, None if source is None else item_source(source, i))
+                 for i, v in enumerate(tuple.__iter__(value))]
         return TupleObjectVariable(items, cls, value=value, source=source,
                                    mutation_type=AttributeMutationExisting())
     if source is not None:

@@ -25,7 +25,7 @@ from . import object_protocol as proto
 from .base import VariableTracker, call_python
 from .constant import ConstantVariable
 from .dicts import DictVariable, DictViewVariable, MISSING
-from .builtin_subclasses import MappingProxyVariable
+from .builtin_subclasses import MappingProxyVariable, TupleObjectVariable
 from .object_ids import ObjectIdVariable
 from .objects import UserObjectVariable
 from .random_values import PrologueValueVariable, derived_value
@@ -150,7 +150,8 @@ def _container_op(tx, op, left, right) -> VariableTracker:
             raise observed(TypeError, f"'{symbol}' not supported between instances of "
                                       f"'{left.python_type().__name__}' and '{right.python_type().__name__}'")
         # item by item, as CPython compares (a tensor pair decides by its truth value)
-        return tx.inline_polyfill(poly.sequence_order, [left, right, VariableTracker.build(tx, op)])
+        return tx.inline_polyfill(poly.sequence_order, [_as_sequence(left), _as_sequence(right),
+                                                        VariableTracker.build(tx, op)])
     raise observed(TypeError, f"unsupported operand type(s) for {_name(op)}: "
                               f"'{left.python_type().__name__}' and '{right.python_type().__name__}'")
 
@@ -191,6 +192,10 @@ def _as_sequence(var: VariableTracker) -> VariableTracker:
     if isinstance(var, ConstantVariable) and type(var.value) in (tuple, list):
         items = [ConstantVariable(v) for v in var.value]
         return TupleVariable(items) if type(var.value) is tuple else ListVariable(items)
+    if isinstance(var, TupleObjectVariable):
+        # tuple's comparisons read the stored items, never the subclass's own
+        # ``__len__``/``__getitem__`` (e3nn's ``Irrep.__len__`` raises)
+        return TupleVariable(list(var.items))
     return var
 
 
