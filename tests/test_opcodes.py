@@ -15,7 +15,7 @@
   (``test_unsupported_opcode[<OPNAME>]``): ``fullgraph=True`` raises
   :class:`graphjit.Unsupported` naming the construct, and without it the frame runs
   eagerly with the eager result.
-* A handler with a wrong stack effect is caught by the debug checks.
+* A handler with a wrong stack effect is caught by the debug checks: ``test_debug_checks.py``.
 """
 
 from __future__ import annotations
@@ -28,14 +28,12 @@ import torch
 
 import graphjit
 from graphjit import config
-from graphjit.graph.output_graph import OutputGraph
 from graphjit.testing import assert_equal, check_same
 from graphjit.tracer.translator import (
     UNSUPPORTED_OPCODES,
     InliningTranslator,
     InstructionTranslator,
 )
-from graphjit.variables import ConstantVariable
 
 
 @pytest.fixture(autouse=True)
@@ -946,70 +944,3 @@ def test_unsupported_opcode(opname):
 @pytest.mark.parametrize("opname", sorted(NOT_PRODUCIBLE))
 def test_unsupported_opcode_not_producible(opname):
     pytest.skip(f"{opname}: {NOT_PRODUCIBLE[opname]}")
-
-
-# ---------------------------------------------------------------------------------------
-# the debug stack-effect check
-# ---------------------------------------------------------------------------------------
-
-class _BrokenPopTop(InstructionTranslator):
-    def POP_TOP(self, inst):  # forgets to pop
-        pass
-
-
-class _BrokenForIter(InstructionTranslator):
-    def FOR_ITER(self, inst):  # on exhaustion, forgets to pop the iterator
-        it = self.stack[-1]
-        item = it.next_item()
-        if item is None:
-            self.jump_to(inst.target)
-        else:
-            self.push(item)
-
-
-def _translator(cls, fn, *args):
-    return cls(fn.__code__, fn.__globals__, OutputGraph(fn.__globals__),
-               dict(zip(fn.__code__.co_varnames, args)), fn.__closure__)
-
-
-def test_subclass_gets_its_own_dispatch_table():
-    op = dis.opmap["POP_TOP"]
-    assert _BrokenPopTop.dispatch_table[op] is _BrokenPopTop.POP_TOP
-    assert InstructionTranslator.dispatch_table[op] is not _BrokenPopTop.POP_TOP
-
-
-def test_wrong_stack_effect_is_caught():
-    tx = _translator(_BrokenPopTop, f_pop_top, A)
-    with pytest.raises(graphjit.InternalError, match=r"POP_TOP.*expected -1, got 0"):
-        tx.run()
-
-
-def test_wrong_stack_effect_checked_step_directly():
-    tx = _translator(_BrokenPopTop, f_pop_top, A)
-    inst = next(i for i in tx.instructions if i.opname == "POP_TOP")
-    tx.stack = [ConstantVariable(1)]
-    with pytest.raises(graphjit.InternalError, match="stack effect of POP_TOP"):
-        tx._checked_step(_BrokenPopTop.POP_TOP, inst)
-    # the correct handler passes the same check
-    tx.stack = [ConstantVariable(1)]
-    tx._checked_step(InstructionTranslator.POP_TOP, inst)
-    assert tx.stack == []
-
-
-def test_wrong_stack_effect_on_jump_is_caught():
-    tx = _translator(_BrokenForIter, f_for_loop, A, LST3)
-    with pytest.raises(graphjit.InternalError, match=r"FOR_ITER.*expected -1, got 0"):
-        tx.run()
-
-
-def test_no_check_without_debug_checks():
-    config.debug_checks = False
-    tx = _translator(_BrokenPopTop, f_pop_top, A)
-    tx.run()  # the bug goes unnoticed: the checks are what catches it
-    assert tx.done and len(tx.stack) == 1
-
-
-def test_correct_translator_passes_debug_checks():
-    tx = _translator(InstructionTranslator, f_pop_top, A)
-    tx.run()
-    assert tx.done and tx.stack == []
