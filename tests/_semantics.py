@@ -120,3 +120,35 @@ def dynamo_counts(case: Case) -> tuple[int, int, bool]:
 def parametrize_cases(cases: list[Case]):
     """``@parametrize_cases(CASES)`` over a test taking ``case``."""
     return pytest.mark.parametrize("case", cases, ids=case_ids(cases))
+
+
+def describe_exception(e: BaseException | None, depth: int = 2) -> dict | None:
+    """What the user can see of an exception: type, args, str, own attributes and (to
+    ``depth``) its cause and context."""
+    if e is None:
+        return None
+    out = {"type": type(e), "args": e.args, "str": str(e), "attrs": dict(vars(e)),
+           "suppress_context": e.__suppress_context__}
+    if depth:
+        out["cause"] = describe_exception(e.__cause__, depth - 1)
+        out["context"] = describe_exception(e.__context__, depth - 1)
+    return out
+
+
+def _raised(fn: Callable, args: tuple) -> BaseException:
+    try:
+        fn(*copy.deepcopy(args))
+    except Exception as e:  # noqa: BLE001
+        return e
+    raise AssertionError(f"{fn.__name__} did not raise")
+
+
+def check_escaping(case: Case) -> None:
+    """``case``'s program raises out of the compiled function: the exception that reaches
+    the caller has eager's type, args, attributes and chaining (each call twice)."""
+    graphjit.reset()
+    compiled = graphjit.compile(case.fn, backend="eager", fullgraph=case.fullgraph)
+    for args in case.inputs:
+        expected = describe_exception(_raised(case.fn, args))
+        for _ in range(2):
+            assert_equal(describe_exception(_raised(compiled, args)), expected, "escaped exception")

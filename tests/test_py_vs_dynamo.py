@@ -1,7 +1,7 @@
 """Issue 8's differential cases compared with TorchDynamo, side by side in one process.
 
-Every case of ``test_py_exceptions``, ``test_py_iterators``, ``test_py_containers``,
-``test_py_builtins`` and ``test_py_random`` that graphjit handles (those still marked
+Every case of ``test_py_exceptions``, ``test_py_context_managers``, ``test_py_iterators``,
+``test_py_containers``, ``test_py_records``, ``test_py_builtins`` and ``test_py_random`` that graphjit handles (those still marked
 ``xfail`` are listed, not compared) is run by graphjit (:func:`_semantics.run_case`,
 which also checks it against eager) and by ``torch.compile`` with a counting backend
 (:func:`_semantics.dynamo_graph_count`, fresh copies of the arguments for every call).
@@ -19,12 +19,15 @@ import pytest
 
 import test_py_builtins
 import test_py_containers
+import test_py_context_managers
 import test_py_exceptions
 import test_py_iterators
 import test_py_random
+import test_py_records
 from _semantics import Case, dynamo_counts, run_case
 
-_MODULES = [test_py_exceptions, test_py_iterators, test_py_containers, test_py_builtins, test_py_random]
+_MODULES = [test_py_exceptions, test_py_context_managers, test_py_iterators, test_py_containers,
+            test_py_records, test_py_builtins, test_py_random]
 
 
 def _cases() -> tuple[list[Case], list[str]]:

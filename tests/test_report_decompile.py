@@ -2,11 +2,11 @@
 resume function graphjit makes for the corpus of test programs is decompiled, compiled
 back, and *run in place of the bytecode*; the programs must still give eager's results.
 
-Corpus: every case of ``test_py_exceptions``, ``test_py_iterators``,
-``test_py_containers``, ``test_py_builtins``, ``test_py_random`` (issue 8's differential
-cases, run and compared by ``_semantics``' harness), every program of
-``test_resume_anywhere`` (a break at each kind of instruction) and the break programs of
-``_shared`` (branches on tensors, breaks in loops and ``try``, ``no_grad`` blocks).
+Corpus: every case of ``test_py_exceptions``, ``test_py_context_managers``,
+``test_py_iterators``, ``test_py_containers``, ``test_py_records``, ``test_py_builtins``,
+``test_py_random`` (issue 8's differential cases, run and compared by ``_semantics``'
+harness), every program of ``test_resume_anywhere`` (a break at each kind of
+instruction) and the break programs of ``_shared`` (branches on tensors, breaks in loops and ``try``, ``no_grad`` blocks).
 """
 
 from __future__ import annotations
@@ -21,9 +21,11 @@ import graphjit
 import graphjit.runtime.convert_frame as convert_frame_mod
 import test_py_builtins
 import test_py_containers
+import test_py_context_managers
 import test_py_exceptions
 import test_py_iterators
 import test_py_random
+import test_py_records
 import test_resume_anywhere
 import _shared
 from _semantics import Case
@@ -85,7 +87,8 @@ def swapper(monkeypatch):
 
 def _cases():
     out = []
-    for module in (test_py_exceptions, test_py_iterators, test_py_containers, test_py_builtins, test_py_random):
+    for module in (test_py_exceptions, test_py_context_managers, test_py_iterators, test_py_containers,
+                   test_py_records, test_py_builtins, test_py_random):
         for entry in module.CASES:
             case = entry if isinstance(entry, Case) else entry.values[0]
             if isinstance(entry, Case) or not any(m.name == "xfail" for m in entry.marks):
