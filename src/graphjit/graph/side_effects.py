@@ -16,8 +16,9 @@ entry                    made by                              replayed as
                                                               ``o.__dict__[k] = v`` bypasses
                                                               descriptors (seed 000)
 ``AttrStore``            a slot / C data descriptor,          ``STORE_ATTR`` (or
-                         ``o.__dict__ = d``, ``C.x = v``      ``object.__setattr__`` when the
-                                                              class overrides __setattr__)
+                         ``o.__dict__ = d``, ``C.x = v``,     ``object.__setattr__`` when the
+                         ``t.grad = g`` (a tensor from        class overrides __setattr__)
+                         outside the graph)
 ``CellStore``            ``nonlocal x; x = v``                ``STORE_DEREF`` / ``cell.cell_contents = v``
 ``ListOps``              list methods                         ``append``/``clear`` calls
                                                               (seed 002), else ``l[:] = [...]``
@@ -68,6 +69,8 @@ class SideEffects:
         self.log: list[Entry] = []
         self._lists: dict[int, Entry] = {}  # one entry per list: its ops, or a rebuild
         self.pending_class_attrs: dict[type, dict[str, Any]] = {}
+        #: id(tensor) -> (tensor, tracker): ``.grad`` written by the trace (read back)
+        self.pending_tensor_grads: dict[int, tuple[Any, VariableTracker]] = {}
 
     def __repr__(self) -> str:
         return f"SideEffects({len(self._by_id)} objects, {len(self.log)} mutations)"

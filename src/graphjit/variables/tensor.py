@@ -183,6 +183,27 @@ class TensorVariable(VariableTracker):
     def has_attr(self, tx, name: str) -> bool:
         return hasattr(self.example_value, name)
 
+    def store_attr(self, tx, name: str, value: VariableTracker) -> None:
+        """``t.grad = None`` or ``t.grad = g`` on a tensor from outside the graph (a
+        parameter: ``zero_grad(set_to_none=True)`` written by hand): logged and replayed
+        after the graph; later reads of ``t.grad`` in the trace see the new value.  Any
+        other attribute, or a gradient eager would refuse (another size, dtype or device,
+        the tensor itself), runs in Python."""
+        real = tx.output.real_tensor(self.node) if name == "grad" else None
+        if real is None:
+            return super().store_attr(tx, name, value)
+        if not (isinstance(value, ConstantVariable) and value.value is None):
+            g = value.example_value if isinstance(value, TensorVariable) else None
+            ev = self.example_value
+            if g is None or value.node is self.node or type(g.size()) is not type(ev.size()) or \
+                    g.shape != ev.shape or g.dtype != ev.dtype or g.device != ev.device:
+                return super().store_attr(tx, name, value)
+        tx.output.side_effects.attr_store(self, "grad", value)
+        tx.output.side_effects.pending_tensor_grads[id(real)] = (real, value)
+
+    def replay_through_object_setattr(self) -> bool:
+        return False  # ``STORE_ATTR``: Tensor.grad's setter checks the value as eager's does
+
     def _grad_fn(self, tx) -> VariableTracker:
         """``t.grad_fn`` when it is ``None``: a tensor that needs no gradient, or one from
         outside the graph that is a leaf (guarded); an autograd node itself is not
@@ -217,6 +238,9 @@ class TensorVariable(VariableTracker):
                 return ConstantVariable(None)
             raise unsupported("autograd attribute", f"Tensor.grad of non-leaf {self.node.name}",
                               "Reading .grad of a non-leaf tensor warns in eager; it runs in Python.")
+        pending = tx.output.side_effects.pending_tensor_grads.get(id(real))
+        if pending is not None and pending[0] is real:  # written earlier in this trace
+            return pending[1]
         grad_src = AttrSource(source, "grad")
         if real.grad is None:
             tx.output.add_guard(grad_src, GuardKind.CONSTANT_MATCH, None)
