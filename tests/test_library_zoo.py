@@ -74,8 +74,9 @@ EXCEPTIONS: dict[str, tuple[tuple[int, int], str]] = {
 #: counts that a construct fixed by another issue-21 item decides: model -> (graphjit's
 #: exact (graphs, breaks) today, the failure class).  A fix lowers them: update the pin.
 PINNED: dict[str, tuple[tuple[int, int], str]] = {
-    "kornia_augment": ((1, 2), "Python semantics: an nn.Module as a dict key "
-                               "(Module.named_modules' memo set, under AugmentationSequential)"),
+    "kornia_augment": ((1, 2), "data-dependent: two Tensor.tolist() calls in the augmentation "
+                               "parameters, as torch.compile's (the nn.Module-as-dict-key breaks "
+                               "of issue 21 are gone)"),
     "sb3_ppo_policy": ((4, 5), "Python semantics: C-level __new__ subclasses (lazy_property "
                                "read through the class makes a _lazy_property_and_property, "
                                "a property subclass); the other breaks are validation's "
