@@ -184,8 +184,8 @@ class OutputGraph:
 
     # -- guards ---------------------------------------------------------------------------
     def add_guard(self, source: Source | None, kind: GuardKind, value: Any = None,
-                  other: Source | None = None) -> None:
-        guard = Guard(source, kind, value, other)
+                  other: Source | None = None, block: tuple | None = None) -> None:
+        guard = Guard(source, kind, value, other, block)
         self.guards.setdefault(guard.key, guard)
         if self.read_log is not None:
             self.read_log.append(guard)

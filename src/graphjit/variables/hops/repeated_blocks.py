@@ -83,6 +83,9 @@ class BlockRecord:
     #: the body's outputs' metadata by its operands' (a later block on operands like an
     #: earlier one's computes outputs like them: no fake run of the body again)
     outputs: dict = dataclasses.field(default_factory=dict)
+    #: the first block's values at its guards' paths (see :func:`_walk`; nothing it
+    #: reaches changes while later blocks reuse the body)
+    first_values: dict = dataclasses.field(default_factory=dict)
 
 
 def _is_block(source: Source) -> bool:
@@ -132,10 +135,19 @@ def _rebase(steps: list, root: Source, memo: dict | None = None) -> Source:
 _MISSING = object()
 
 
-def _walk(steps: list, obj):
-    """The real value at ``steps`` from ``obj`` (``_MISSING`` where a step fails)."""
-    try:
-        for step in steps:
+def _walk(steps: list, obj, memo: dict | None = None):
+    """The real value at ``steps`` from ``obj`` (``_MISSING`` where a step fails);
+    ``memo``: values by the identity of their last step, for walks from the same ``obj``
+    (the paths of a block's guards share their prefixes)."""
+    for i in range(len(steps) - 1, -1, -1) if memo else ():  # the longest walked prefix
+        known = memo.get(id(steps[i]), memo)
+        if known is not memo:
+            if known is _MISSING:
+                return _MISSING
+            obj, steps = known, steps[i + 1:]
+            break
+    for step in steps:
+        try:
             if isinstance(step, AttrSource):
                 obj = getattr(obj, step.attr)
             elif isinstance(step, GenericAttrSource):
@@ -145,9 +157,13 @@ def _walk(steps: list, obj):
             elif isinstance(step, TypeSource):
                 obj = type(obj)
             else:
-                return _MISSING
-    except Exception:  # noqa: BLE001  (the later block lacks it: not the same trace)
-        return _MISSING
+                obj = _MISSING
+        except Exception:  # noqa: BLE001  (the later block lacks it: not the same trace)
+            obj = _MISSING
+        if memo is not None:
+            memo[id(step)] = obj
+        if obj is _MISSING:
+            return _MISSING
     return obj
 
 
@@ -162,11 +178,12 @@ def _identity_like(value) -> bool:
 
 
 def _rebased_guard(guard: Guard, path, other_path, rec: BlockRecord, module, root: Source,
-                   memo: dict) -> Guard | None:
-    """``guard`` for the later block (``None``: it would not hold the same way)."""
+                   memo: dict, values: dict) -> Guard | None:
+    """``guard`` for the later block (``None``: it would not hold the same way);
+    ``values``: the later block's values walked so far (see :func:`_walk`)."""
     if path is None:
         return guard
-    v0, vi = _walk(path, rec.module), _walk(path, module)
+    v0, vi = _walk(path, rec.module, rec.first_values), _walk(path, module, values)
     if v0 is _MISSING or vi is _MISSING:
         return None
     source = _rebase(path, root, memo)
@@ -202,7 +219,7 @@ def _rebased_guard(guard: Guard, path, other_path, rec: BlockRecord, module, roo
         return Guard(source, kind, value) if isinstance(vi, torch.nn.Module) and not has_hooks(vi) else None
     if kind is GuardKind.OBJECT_ALIASING:
         if other_path is not None:
-            oi = _walk(other_path, module)
+            oi = _walk(other_path, module, values)
             return Guard(source, kind, value, _rebase(other_path, root, memo)) \
                 if oi is not _MISSING and oi is vi else None
         return Guard(source, kind, value, other) if vi is v0 else None  # the same outer object
@@ -357,20 +374,20 @@ def _map_to(tx, record: BlockRecord, module_var) -> list | None:
     they differ, trace it)."""
     out = tx.output
     module, root = module_var.value, module_var.source
-    new_guards, memo = [], {}
-    for guard, path, other_path in record.guards:
+    new_guards, memo, values = [], {}, {}
+    for index, (guard, path, other_path) in enumerate(record.guards):
         if path is None and other_path is None:
             continue  # not reached from the block: holds for every block alike
-        rebased = _rebased_guard(guard, path, other_path, record, module, root, memo)
+        rebased = _rebased_guard(guard, path, other_path, record, module, root, memo, values)
         if rebased is None:
             return None
-        new_guards.append(rebased)
+        new_guards.append((rebased, index if path is not None else None))
     lifted = []
     for node, path, how in record.lifted:
         if path is None:
             lifted.append(node)
             continue
-        value = _walk(path, module)
+        value = _walk(path, module, values)
         if not isinstance(value, torch.Tensor):
             return None
         source = _rebase(path, root, memo)
@@ -378,8 +395,8 @@ def _map_to(tx, record: BlockRecord, module_var) -> list | None:
             lifted.append(out.get_attr_tensor(value, source.display(), None, origin=source).node)
         else:
             lifted.append(VariableTracker.build(tx, value, source, realize=True).node)
-    for g in new_guards:
-        out.add_guard(g.source, g.kind, g.value, g.other)
+    for g, index in new_guards:  # (each the first block's guard ``index`` on this block)
+        out.add_guard(g.source, g.kind, g.value, g.other, None if index is None else (record, index, root))
     return lifted
 
 
