@@ -213,10 +213,13 @@ class ChainedSource(Source):
 
     @property
     def is_global(self) -> bool:
-        return self.base.is_global
+        return self.root().is_global
 
     def root(self) -> Source:
-        return self.base.root()
+        source = self.base
+        while isinstance(source, ChainedSource):  # (a loop: guard labels ask it of long chains)
+            source = source.base
+        return source.root()
 
     def with_base(self, base: Source) -> "ChainedSource":
         """This step read from ``base`` instead (``dataclasses.replace`` without its

@@ -190,6 +190,14 @@ class OutputGraph:
         if self.read_log is not None:
             self.read_log.append(guard)
 
+    def add_guards(self, guards: list[Guard]) -> None:
+        """Guards made elsewhere (a repeated block's, rebased onto a later block), each
+        added as :meth:`add_guard` adds one."""
+        for guard in guards:
+            self.guards.setdefault(guard.key, guard)
+        if self.read_log is not None:
+            self.read_log.extend(guards)
+
     @contextlib.contextmanager
     def recording_reads(self):
         """Record every guard requested and every source read (built, or found already

@@ -350,9 +350,35 @@ def merge_absent_keys(guards: list[Guard]) -> list[Guard]:
     return out
 
 
-def _order(g: Guard):
+def _order(g: Guard, depths: dict | None = None):
     src = g.source
-    return (_depth(src) if src is not None else 0, g.kind, len(src.display()) if src is not None else 0)
+    if src is None:
+        return (0, g.kind, 0)
+    return (_depth(src) if depths is None else _known_depth(src, depths), g.kind, len(src.display()))
+
+
+def _known_depth(source, depths: dict) -> int:
+    """:func:`_depth`, each source of the chain remembered in ``depths`` (by identity)."""
+    chain = []
+    while True:
+        depth = depths.get(id(source))
+        if depth is not None:
+            break
+        if not hasattr(source, "base"):
+            depth = depths[id(source)] = 0
+            break
+        chain.append(source)
+        source = source.base
+    for step in reversed(chain):
+        depth += 1
+        depths[id(step)] = depth
+    return depth
+
+
+def _sorted(guards: list[Guard]) -> list[Guard]:
+    """Containers before their items, cheap checks first (see :func:`_order`)."""
+    depths: dict[int, int] = {}  # (guards share their sources: each chain walked once)
+    return sorted(guards, key=lambda g: _order(g, depths))
 
 
 def _collect_parts(ordered: list[Guard], scope: GuardScope, c: _Consts, fn, global_state,
@@ -435,7 +461,7 @@ def build_guard_function(guards: list[Guard], code: types.CodeType, fn: types.Fu
                           tuple(safe_names(code).items()), closure_index, c.ref, **kwargs)
 
     # containers are checked before their items (a key guard before an item's guard)
-    ordered = sorted(guards, key=_order)
+    ordered = _sorted(guards)
     options = (fn, global_state, no_aliasing, relaxed_tensors, check_defaults,
                dynamic_tensors or {}, shape_guards)
     counting = scope(count=True)

@@ -122,13 +122,16 @@ def _path(source: Source | None, root: Source):
 def _rebase(steps: list, root: Source, memo: dict | None = None) -> Source:
     """The source at ``steps`` from ``root`` (``memo``: rebased steps by identity, so the
     chains of many guards share their common prefixes)."""
-    for step in steps:
-        known = memo.get(id(step)) if memo is not None else None
-        if known is None:
-            known = step.with_base(root)
-            if memo is not None:
-                memo[id(step)] = known
-        root = known
+    start = 0
+    for i in range(len(steps) - 1, -1, -1) if memo else ():  # the longest rebased prefix
+        known = memo.get(id(steps[i]))
+        if known is not None:
+            root, start = known, i + 1
+            break
+    for step in steps[start:]:
+        root = step.with_base(root)
+        if memo is not None:
+            memo[id(step)] = root
     return root
 
 
@@ -178,9 +181,10 @@ def _identity_like(value) -> bool:
 
 
 def _rebased_guard(guard: Guard, path, other_path, rec: BlockRecord, module, root: Source,
-                   memo: dict, values: dict) -> Guard | None:
+                   memo: dict, values: dict, tag: tuple) -> Guard | None:
     """``guard`` for the later block (``None``: it would not hold the same way);
-    ``values``: the later block's values walked so far (see :func:`_walk`)."""
+    ``values``: the later block's values walked so far (see :func:`_walk`); ``tag``: the
+    rebased guard's ``block``."""
     if path is None:
         return guard
     v0, vi = _walk(path, rec.module, rec.first_values), _walk(path, module, values)
@@ -191,36 +195,36 @@ def _rebased_guard(guard: Guard, path, other_path, rec: BlockRecord, module, roo
     kind, value = guard.kind, guard.value
     if kind is GuardKind.ID_MATCH:
         if vi is v0:
-            return Guard(source, kind, value)
+            return Guard(source, kind, value, None, tag)
         if not _identity_like(v0):
             return None
         if isinstance(v0, torch.Tensor) and not _same_tensor_kind(v0, vi) or type(vi) is not type(v0):
             return None
-        return Guard(source, kind, vi)
+        return Guard(source, kind, vi, None, tag)
     if kind is GuardKind.TENSOR_MATCH:
-        return Guard(source, kind, vi) if isinstance(vi, torch.Tensor) and _same_tensor_kind(v0, vi) else None
+        return Guard(source, kind, vi, None, tag) if isinstance(vi, torch.Tensor) and _same_tensor_kind(v0, vi) else None
     if kind is GuardKind.TYPE_MATCH:
-        return Guard(source, kind, value) if type(vi) is value else None
+        return Guard(source, kind, value, None, tag) if type(vi) is value else None
     if kind is GuardKind.CONSTANT_MATCH:
-        return Guard(source, kind, value) if type(vi) is type(v0) and vi == v0 else None
+        return Guard(source, kind, value, None, tag) if type(vi) is type(v0) and vi == v0 else None
     if kind is GuardKind.LENGTH_CHECK:
-        return Guard(source, kind, value) if type(vi) is type(v0) and len(vi) == len(v0) else None
+        return Guard(source, kind, value, None, tag) if type(vi) is type(v0) and len(vi) == len(v0) else None
     if kind is GuardKind.DICT_KEYS:
-        return Guard(source, kind, vi) if type(vi) is type(v0) and list(vi) == list(v0) else None
+        return Guard(source, kind, vi, None, tag) if type(vi) is type(v0) and list(vi) == list(v0) else None
     if kind is GuardKind.DICT_CONTAINS:
         key, present = value
-        return Guard(source, kind, value) if (key in vi) == present else None
+        return Guard(source, kind, value, None, tag) if (key in vi) == present else None
     if kind is GuardKind.HASATTR:
         name, present = value
-        return Guard(source, kind, value) if hasattr(vi, name) == present else None
+        return Guard(source, kind, value, None, tag) if hasattr(vi, name) == present else None
     if kind is GuardKind.EMPTY:
-        return Guard(source, kind, value) if not vi and not v0 else None
+        return Guard(source, kind, value, None, tag) if not vi and not v0 else None
     if kind is GuardKind.MODULE_HOOKS:
-        return Guard(source, kind, value) if isinstance(vi, torch.nn.Module) and not has_hooks(vi) else None
+        return Guard(source, kind, value, None, tag) if isinstance(vi, torch.nn.Module) and not has_hooks(vi) else None
     if kind is GuardKind.OBJECT_ALIASING:
         if other_path is not None:
             oi = _walk(other_path, module, values)
-            return Guard(source, kind, value, _rebase(other_path, root, memo)) \
+            return Guard(source, kind, value, _rebase(other_path, root, memo), tag) \
                 if oi is not _MISSING and oi is vi else None
         return Guard(source, kind, value, other) if vi is v0 else None  # the same outer object
     return None
@@ -378,10 +382,11 @@ def _map_to(tx, record: BlockRecord, module_var) -> list | None:
     for index, (guard, path, other_path) in enumerate(record.guards):
         if path is None and other_path is None:
             continue  # not reached from the block: holds for every block alike
-        rebased = _rebased_guard(guard, path, other_path, record, module, root, memo, values)
+        # (each rebased guard tagged: the first block's guard ``index`` on this block)
+        rebased = _rebased_guard(guard, path, other_path, record, module, root, memo, values, (record, index, root))
         if rebased is None:
             return None
-        new_guards.append((rebased, index if path is not None else None))
+        new_guards.append(rebased)
     lifted = []
     for node, path, how in record.lifted:
         if path is None:
@@ -395,8 +400,7 @@ def _map_to(tx, record: BlockRecord, module_var) -> list | None:
             lifted.append(out.get_attr_tensor(value, source.display(), None, origin=source).node)
         else:
             lifted.append(VariableTracker.build(tx, value, source, realize=True).node)
-    for g, index in new_guards:  # (each the first block's guard ``index`` on this block)
-        out.add_guard(g.source, g.kind, g.value, g.other, None if index is None else (record, index, root))
+    out.add_guards(new_guards)
     return lifted
 
 
