@@ -104,7 +104,16 @@ class GuardScope:
         return f"({name} := {text})"
 
 
-class Source(abc.ABC):
+class _SourceMeta(abc.ABCMeta):
+    """Source classes check instances and subclasses as plain classes do (no virtual
+    subclasses are registered): guard building asks ``isinstance`` of every step of every
+    source, and ``ABCMeta``'s own check is a Python call each time."""
+
+    __instancecheck__ = type.__instancecheck__
+    __subclasscheck__ = type.__subclasscheck__
+
+
+class Source(metaclass=_SourceMeta):
     """Base of all sources; subclasses are frozen dataclasses (hashable, comparable)."""
 
     @abc.abstractmethod
