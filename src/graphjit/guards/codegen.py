@@ -469,7 +469,7 @@ def build_guard_function(guards: list[Guard], code: types.CodeType, fn: types.Fu
     rest, block_fns, calls = blocks.plan(ordered) if config.guard_block_functions else (ordered, [], [])
     fast = _collect_parts(merge_absent_keys(rest), scope(uses=counting.counts), c, *options,
                           calls=calls)  # shared reads, each repeated block by its function
-    defs = "".join(blocks.function_source(fn, c, guard_expressions, merge_absent_keys) for fn in block_fns)
+    defs = "".join(blocks.function_source(b, c, guard_expressions, merge_absent_keys) for b in block_fns)
 
     sig = signature_text(code, ("___closure",) if closure_arg else ())
     n_mode_state = sum(1 for q in global_state if q.name in MODE_STATE)
