@@ -45,6 +45,11 @@ optimize_ddp: bool = True
 #: Read when a guard is built; off: every check runs on every call.
 guard_snapshots: bool = True
 
+#: The guards of repeated blocks (``reuse_repeated_blocks``) are checked through one
+#: function per kind of block, called once per block (``guards/blocks.py``), instead of
+#: every block's checks written out.  Read when a guard is built.
+guard_block_functions: bool = True
+
 #: Where compiled entries are kept across processes (``graphjit.cache``): from
 #: ``GRAPHJIT_CACHE_DIR``, default ``~/.cache/graphjit``; ``None`` (or the variable set
 #: empty) turns the cache off.  ``graphjit.cache.clear()`` empties it.

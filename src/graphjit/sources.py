@@ -42,9 +42,32 @@ class GuardScope:
         #: ``ref(value, *, identity=False, ...)`` names a constant the guard reads
         self.ref = ref or (lambda value, *a, **k: repr(value))
         self.uses = uses          # source -> number of reads (CSE on), or None
-        self.counts: dict = {} if count else None  # filled while rendering (counting pass)
+        self._reads: dict | None = {} if count else None  # expr_of calls by source (counting pass)
+        #: without CSE a source's text is the same at every read: rendered once.  A read
+        #: answered from here does not read the source's bases again; ``_hits`` keeps
+        #: such reads, and :attr:`counts` adds them to every base they stand for
+        self._texts: dict | None = {} if uses is None else None
+        self._hits: dict = {}
         self._names: dict = {}
         self._fresh = 0
+
+    @property
+    def counts(self) -> dict | None:
+        """How often each source is read in what was rendered (a counting scope; else
+        ``None``): as if every read rendered its whole chain."""
+        if self._reads is None:
+            return None
+        counts, hits = dict(self._reads), self._hits
+        if not hits:
+            return counts
+        carry: dict = {}  # reads of a source's chain a hit skipped
+        for source in reversed(self._texts):  # (a base's text was made before any of its chains')
+            n = hits.get(source, 0) + carry.get(source, 0)
+            if n and isinstance(source, ChainedSource):
+                base = source.base
+                counts[base] = counts.get(base, 0) + n
+                carry[base] = carry.get(base, 0) + n
+        return counts
 
     def fresh(self) -> str:
         """A new local name for a value one check reads several times."""
@@ -60,9 +83,18 @@ class GuardScope:
     def expr_of(self, source: "Source") -> str:
         """``source`` written for this guard (the one entry point: chained sources render
         their base through it)."""
-        if self.counts is not None:
-            self.counts[source] = self.counts.get(source, 0) + 1
-        if self.uses is None or not isinstance(source, ChainedSource) or self.uses.get(source, 0) < 2:
+        reads = self._reads
+        if reads is not None:
+            reads[source] = reads.get(source, 0) + 1
+        texts = self._texts
+        if texts is not None:  # no CSE: the same text at every read
+            text = texts.get(source)
+            if text is None:
+                text = texts[source] = source.render(self)
+            elif reads is not None:
+                self._hits[source] = self._hits.get(source, 0) + 1
+            return text
+        if not isinstance(source, ChainedSource) or self.uses.get(source, 0) < 2:
             return source.render(self)
         name = self._names.get(source)
         if name is not None:
@@ -72,7 +104,16 @@ class GuardScope:
         return f"({name} := {text})"
 
 
-class Source(abc.ABC):
+class _SourceMeta(abc.ABCMeta):
+    """Source classes check instances and subclasses as plain classes do (no virtual
+    subclasses are registered): guard building asks ``isinstance`` of every step of every
+    source, and ``ABCMeta``'s own check is a Python call each time."""
+
+    __instancecheck__ = type.__instancecheck__
+    __subclasscheck__ = type.__subclasscheck__
+
+
+class Source(metaclass=_SourceMeta):
     """Base of all sources; subclasses are frozen dataclasses (hashable, comparable)."""
 
     @abc.abstractmethod
@@ -104,6 +145,7 @@ class Source(abc.ABC):
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
         state.pop("_hash", None)  # (str hashes differ between processes)
+        state.pop("_display", None)
         return state
 
 
@@ -180,10 +222,13 @@ class ChainedSource(Source):
 
     @property
     def is_global(self) -> bool:
-        return self.base.is_global
+        return self.root().is_global
 
     def root(self) -> Source:
-        return self.base.root()
+        source = self.base
+        while isinstance(source, ChainedSource):  # (a loop: guard labels ask it of long chains)
+            source = source.base
+        return source.root()
 
     def with_base(self, base: Source) -> "ChainedSource":
         """This step read from ``base`` instead (``dataclasses.replace`` without its
@@ -193,6 +238,7 @@ class ChainedSource(Source):
         new = object.__new__(type(self))
         state = dict(self.__dict__)
         state.pop("_hash", None)
+        state.pop("_display", None)
         state["base"] = base
         new.__dict__.update(state)
         return new
@@ -408,7 +454,8 @@ class TupleItemSource(ChainedSource):
 def _cache_hashes() -> None:
     """Chained sources are frozen dataclasses whose generated ``__hash__`` hashes the whole
     chain on every call (guards put hundreds of deep sources in dicts): each source keeps
-    its hash after the first."""
+    its hash after the first, and a chained source its display name (guard labels and
+    the guards' order read it for every guard)."""
     def cached(original):
         def __hash__(self):  # noqa: N807
             h = self.__dict__.get("_hash")
@@ -418,12 +465,25 @@ def _cache_hashes() -> None:
             return h
         return __hash__
 
+    def displayed(original):
+        def display(self):
+            text = self.__dict__.get("_display")
+            if text is None:
+                text = original(self)
+                object.__setattr__(self, "_display", text)
+            return text
+        display.__doc__ = original.__doc__
+        return display
+
     pending = [Source]
     while pending:
         cls = pending.pop()
         pending.extend(cls.__subclasses__())
         if dataclasses.is_dataclass(cls) and "__hash__" in cls.__dict__ and "__slots__" not in cls.__dict__:
             cls.__hash__ = cached(cls.__dict__["__hash__"])
+        if issubclass(cls, ChainedSource) and dataclasses.is_dataclass(cls) and "display" in cls.__dict__ \
+                and "__slots__" not in cls.__dict__:  # (a chain's name: written once per source)
+            cls.display = displayed(cls.__dict__["display"])
 
 
 def module_attr_source(base: Source, attr: str, kind: str) -> Source:

@@ -184,11 +184,19 @@ class OutputGraph:
 
     # -- guards ---------------------------------------------------------------------------
     def add_guard(self, source: Source | None, kind: GuardKind, value: Any = None,
-                  other: Source | None = None) -> None:
-        guard = Guard(source, kind, value, other)
+                  other: Source | None = None, block: tuple | None = None) -> None:
+        guard = Guard(source, kind, value, other, block)
         self.guards.setdefault(guard.key, guard)
         if self.read_log is not None:
             self.read_log.append(guard)
+
+    def add_guards(self, guards: list[Guard]) -> None:
+        """Guards made elsewhere (a repeated block's, rebased onto a later block), each
+        added as :meth:`add_guard` adds one."""
+        for guard in guards:
+            self.guards.setdefault(guard.key, guard)
+        if self.read_log is not None:
+            self.read_log.extend(guards)
 
     @contextlib.contextmanager
     def recording_reads(self):

@@ -28,7 +28,7 @@ import torch
 
 from .. import config
 from ..exc import InternalError
-from . import memory
+from . import blocks, memory
 from .footprint import STRUCTURAL, analyze, builtins_dict, word_addresses
 from .shapes import ShapeGuards
 from ..sources import ConstSource, GuardScope, TypeSource
@@ -102,21 +102,22 @@ class _Consts:
         self.values: list[Any] = []
         self.names: list[str] = []
         self.info: list[ConstInfo] = []
-        self._by_id: dict[int, str] = {}
+        self._by_id: dict[int, int] = {}  # id(value) -> its index
 
     def ref(self, value: Any, name: str | None = None, *, identity: bool = False, bind: Any = None) -> str:
-        known = self._by_id.get(id(value))
-        if known is None:
+        index = self._by_id.get(id(value))
+        if index is None:
             known = name or f"___c{len(self.values)}"
+            self._by_id[id(value)] = len(self.values)
             self.values.append(value)
             self.names.append(known)
             self.info.append(ConstInfo(value, identity, bind))
-            self._by_id[id(value)] = known
-        elif identity or bind is not None:  # a later use that compares by identity decides
-            info = self.info[self.names.index(known)]
+            return known
+        if identity or bind is not None:  # a later use that compares by identity decides
+            info = self.info[index]
             info.identity = info.identity or identity
             info.bind = info.bind if info.bind is not None else bind
-        return known
+        return self.names[index]
 
 
 def safe_names(code: types.CodeType) -> dict[str, str]:
@@ -349,15 +350,43 @@ def merge_absent_keys(guards: list[Guard]) -> list[Guard]:
     return out
 
 
-def _order(g: Guard):
+def _order(g: Guard, depths: dict | None = None):
     src = g.source
-    return (_depth(src) if src is not None else 0, g.kind, len(src.display()) if src is not None else 0)
+    if src is None:
+        return (0, g.kind, 0)
+    return (_depth(src) if depths is None else _known_depth(src, depths), g.kind, len(src.display()))
+
+
+def _known_depth(source, depths: dict) -> int:
+    """:func:`_depth`, each source of the chain remembered in ``depths`` (by identity)."""
+    chain = []
+    while True:
+        depth = depths.get(id(source))
+        if depth is not None:
+            break
+        if not hasattr(source, "base"):
+            depth = depths[id(source)] = 0
+            break
+        chain.append(source)
+        source = source.base
+    for step in reversed(chain):
+        depth += 1
+        depths[id(step)] = depth
+    return depth
+
+
+def _sorted(guards: list[Guard]) -> list[Guard]:
+    """Containers before their items, cheap checks first (see :func:`_order`)."""
+    depths: dict[int, int] = {}  # (guards share their sources: each chain walked once)
+    return sorted(guards, key=lambda g: _order(g, depths))
 
 
 def _collect_parts(ordered: list[Guard], scope: GuardScope, c: _Consts, fn, global_state,
                    no_aliasing: bool, relaxed_tensors: dict, check_defaults: bool,
-                   dynamic_tensors: dict, shape_guards: ShapeGuards | None) -> list[GuardPart]:
-    """Every check, cheapest first (see the module docstring)."""
+                   dynamic_tensors: dict, shape_guards: ShapeGuards | None,
+                   calls: list = ()) -> list[GuardPart]:
+    """Every check, cheapest first (see the module docstring); ``calls``: the block
+    functions' calls that stand for the rest of the guards (``guards/blocks.py``)."""
     parts: list[GuardPart] = []
     for q in global_state:  # the mode stacks first: checked before any tensor is read
         if q.name in MODE_STATE:
@@ -374,6 +403,8 @@ def _collect_parts(ordered: list[Guard], scope: GuardScope, c: _Consts, fn, glob
     for g in ordered:
         if g.kind not in late:
             parts += guard_expressions(g, scope, c)
+    for call in calls:
+        parts.append(GuardPart(f"block {call.root.display()} {call.fn.name}", blocks.call_expr(call, scope, c)))
     for q in global_state:
         if q.name in MODE_STATE:
             continue
@@ -430,12 +461,15 @@ def build_guard_function(guards: list[Guard], code: types.CodeType, fn: types.Fu
                           tuple(safe_names(code).items()), closure_index, c.ref, **kwargs)
 
     # containers are checked before their items (a key guard before an item's guard)
-    ordered = sorted(guards, key=_order)
+    ordered = _sorted(guards)
     options = (fn, global_state, no_aliasing, relaxed_tensors, check_defaults,
                dynamic_tensors or {}, shape_guards)
     counting = scope(count=True)
     parts = _collect_parts(ordered, counting, c, *options)  # readable, one by one (why)
-    fast = _collect_parts(merge_absent_keys(ordered), scope(uses=counting.counts), c, *options)  # shared reads
+    rest, block_fns, calls = blocks.plan(ordered) if config.guard_block_functions else (ordered, [], [])
+    fast = _collect_parts(merge_absent_keys(rest), scope(uses=counting.counts), c, *options,
+                          calls=calls)  # shared reads, each repeated block by its function
+    defs = "".join(blocks.function_source(b, c, guard_expressions, merge_absent_keys) for b in block_fns)
 
     sig = signature_text(code, ("___closure",) if closure_arg else ())
     n_mode_state = sum(1 for q in global_state if q.name in MODE_STATE)
@@ -453,7 +487,7 @@ def build_guard_function(guards: list[Guard], code: types.CodeType, fn: types.Fu
                     f"                return False\n"
                     f"            with ___no_torch_function():\n"
                     f"                return ({body}")
-        guard_src = (
+        guard_src = defs + (
             f"    def ___guard({sig}):\n"
             f"        try:\n"
             + (f"            if not ({body})\n" if n_state else f"            return ({body})\n") +
@@ -462,7 +496,7 @@ def build_guard_function(guards: list[Guard], code: types.CodeType, fn: types.Fu
         )
         words: list = []
     else:
-        guard_src = _two_tier_source(code, sig, body, footprint, ordered, scope, c, options)
+        guard_src = defs + _two_tier_source(code, sig, body, footprint, ordered, scope, c, options)
         words = footprint.words
     recipe = GuardRecipe(code.co_name, sig, list(c.names), list(c.info), _helper_names(shape_guards is not None),
                          [] if closure_arg else list(code.co_freevars), closure_arg, guard_src, parts,
@@ -728,7 +762,9 @@ def instantiate_guard(recipe: GuardRecipe, fn: types.FunctionType, values: list[
 
 
 def _rebind(made: types.FunctionType, fn: types.FunctionType, cells: dict, real: dict):
-    closure = tuple(real[n] if n in real else types.CellType(cells[n]) for n in made.__code__.co_freevars)
+    own = dict(zip(made.__code__.co_freevars, made.__closure__ or ()))  # (``___make``'s block functions)
+    closure = tuple(real[n] if n in real else types.CellType(cells[n]) if n in cells else own[n]
+                    for n in made.__code__.co_freevars)
     out = types.FunctionType(made.__code__, fn.__globals__, made.__name__, fn.__defaults__, closure)
     out.__kwdefaults__ = fn.__kwdefaults__
     out.__qualname__ = fn.__qualname__  # a TypeError from binding names the user's function

@@ -86,6 +86,8 @@ class _Analysis:
         self.held: list[Any] = []
         self.words: dict[tuple[int, str], None] = {}
         self.memo: dict[Source, Any] = {}
+        #: ``(id(type), name)`` -> what the lookup of ``name`` on the type's MRO found
+        self.looked_up: dict[tuple[int, str], tuple[Any, bool]] = {}
 
     # -- pins ---------------------------------------------------------------------------
     def pin(self, obj: Any, how: Source | str, kind: str) -> None:
@@ -197,12 +199,16 @@ class _Analysis:
         if not generic and not _generic_getattr(t):
             raise _Fail(source)
         self.pin_type(o, base)
-        raw, found = _MISSING, False
-        for k, k_src in self.pin_mro(t, TypeSource(base)):
-            self.pin_class(k, k_src)
-            if name in k.__dict__:
-                raw, found = k.__dict__[name], True
-                break
+        looked = self.looked_up.get((id(t), name))
+        if looked is None:  # (the class words it reads are pinned the first time: the same for any instance)
+            raw, found = _MISSING, False
+            for k, k_src in self.pin_mro(t, TypeSource(base)):
+                self.pin_class(k, k_src)
+                if name in k.__dict__:
+                    raw, found = k.__dict__[name], True
+                    break
+            looked = self.looked_up[(id(t), name)] = (raw, found)
+        raw, found = looked
         if found and _is_data_descriptor(raw):
             return self._data_descriptor(o, base, name, raw, source)
         d = memory.instance_dict(o)

@@ -119,6 +119,11 @@ class Guard:
     kind: GuardKind
     value: Any = None
     other: Source | None = None  # OBJECT_ALIASING: the aliased source
+    #: a repeated block's guard rebased onto a later block (``variables/hops/
+    #: repeated_blocks.py``): ``(record, index of the first block's guard, the block's
+    #: source)``; such guards may be checked through one shared function per kind of
+    #: block (``guards/blocks.py``)
+    block: tuple | None = None
 
     @property
     def key(self) -> tuple:
@@ -131,7 +136,16 @@ class Guard:
         return (self.source, self.kind, self.other)
 
     def label(self) -> str:
-        """The seed-004 style line: ``local 'a' TENSOR_MATCH``."""
+        """The seed-004 style line: ``local 'a' TENSOR_MATCH`` (made once: a guard's
+        parts are written several times while its function is built)."""
+        try:
+            return self.__dict__["_label"]
+        except KeyError:
+            label = self._label()
+            object.__setattr__(self, "_label", label)
+            return label
+
+    def _label(self) -> str:
         if self.kind is GuardKind.GLOBAL_STATE:
             return f"global {self.value.name}"
         if self.kind is GuardKind.NO_ALIASING:

@@ -432,20 +432,19 @@ def needed_guards(output: OutputGraph) -> list:
                if g.kind in (GuardKind.LENGTH_CHECK, GuardKind.DICT_KEYS)}
     # ``key in d`` implied by a check that reads ``d[key]`` (a missing key raises there, and
     # a guard that raises fails): a submodule's ``'fc' in m._modules`` by its identity check
-    items_read = {_item_key(s) for g in output.guards.values() for s in _chain(g.source)
-                  if isinstance(s, GetItemSource)}
+    items_read, seen = set(), set()
+    for g in output.guards.values():
+        source = g.source
+        while isinstance(source, ChainedSource) and id(source) not in seen:  # (chains share their bases)
+            seen.add(id(source))
+            if isinstance(source, GetItemSource):
+                items_read.add(_item_key(source))
+            source = source.base
     return [g for g in output.guards.values()
             if not (g.kind is GuardKind.TENSOR_MATCH and id(g.value) in passthrough)
             and not (g.kind is GuardKind.TYPE_MATCH and (g.source, g.value) in implied)
             and not (g.kind is GuardKind.DICT_CONTAINS and g.value[1]
                      and (g.source, _key_id(g.value[0])) in items_read)]
-
-
-def _chain(source):
-    """``source`` and the sources it is read from."""
-    while source is not None:
-        yield source
-        source = source.base if isinstance(source, ChainedSource) else None
 
 
 def _key_id(key) -> tuple:

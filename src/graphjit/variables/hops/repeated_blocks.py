@@ -83,6 +83,9 @@ class BlockRecord:
     #: the body's outputs' metadata by its operands' (a later block on operands like an
     #: earlier one's computes outputs like them: no fake run of the body again)
     outputs: dict = dataclasses.field(default_factory=dict)
+    #: the first block's values at its guards' paths (see :func:`_walk`; nothing it
+    #: reaches changes while later blocks reuse the body)
+    first_values: dict = dataclasses.field(default_factory=dict)
 
 
 def _is_block(source: Source) -> bool:
@@ -119,23 +122,35 @@ def _path(source: Source | None, root: Source):
 def _rebase(steps: list, root: Source, memo: dict | None = None) -> Source:
     """The source at ``steps`` from ``root`` (``memo``: rebased steps by identity, so the
     chains of many guards share their common prefixes)."""
-    for step in steps:
-        known = memo.get(id(step)) if memo is not None else None
-        if known is None:
-            known = step.with_base(root)
-            if memo is not None:
-                memo[id(step)] = known
-        root = known
+    start = 0
+    for i in range(len(steps) - 1, -1, -1) if memo else ():  # the longest rebased prefix
+        known = memo.get(id(steps[i]))
+        if known is not None:
+            root, start = known, i + 1
+            break
+    for step in steps[start:]:
+        root = step.with_base(root)
+        if memo is not None:
+            memo[id(step)] = root
     return root
 
 
 _MISSING = object()
 
 
-def _walk(steps: list, obj):
-    """The real value at ``steps`` from ``obj`` (``_MISSING`` where a step fails)."""
-    try:
-        for step in steps:
+def _walk(steps: list, obj, memo: dict | None = None):
+    """The real value at ``steps`` from ``obj`` (``_MISSING`` where a step fails);
+    ``memo``: values by the identity of their last step, for walks from the same ``obj``
+    (the paths of a block's guards share their prefixes)."""
+    for i in range(len(steps) - 1, -1, -1) if memo else ():  # the longest walked prefix
+        known = memo.get(id(steps[i]), memo)
+        if known is not memo:
+            if known is _MISSING:
+                return _MISSING
+            obj, steps = known, steps[i + 1:]
+            break
+    for step in steps:
+        try:
             if isinstance(step, AttrSource):
                 obj = getattr(obj, step.attr)
             elif isinstance(step, GenericAttrSource):
@@ -145,9 +160,13 @@ def _walk(steps: list, obj):
             elif isinstance(step, TypeSource):
                 obj = type(obj)
             else:
-                return _MISSING
-    except Exception:  # noqa: BLE001  (the later block lacks it: not the same trace)
-        return _MISSING
+                obj = _MISSING
+        except Exception:  # noqa: BLE001  (the later block lacks it: not the same trace)
+            obj = _MISSING
+        if memo is not None:
+            memo[id(step)] = obj
+        if obj is _MISSING:
+            return _MISSING
     return obj
 
 
@@ -162,11 +181,13 @@ def _identity_like(value) -> bool:
 
 
 def _rebased_guard(guard: Guard, path, other_path, rec: BlockRecord, module, root: Source,
-                   memo: dict) -> Guard | None:
-    """``guard`` for the later block (``None``: it would not hold the same way)."""
+                   memo: dict, values: dict, tag: tuple) -> Guard | None:
+    """``guard`` for the later block (``None``: it would not hold the same way);
+    ``values``: the later block's values walked so far (see :func:`_walk`); ``tag``: the
+    rebased guard's ``block``."""
     if path is None:
         return guard
-    v0, vi = _walk(path, rec.module), _walk(path, module)
+    v0, vi = _walk(path, rec.module, rec.first_values), _walk(path, module, values)
     if v0 is _MISSING or vi is _MISSING:
         return None
     source = _rebase(path, root, memo)
@@ -174,36 +195,36 @@ def _rebased_guard(guard: Guard, path, other_path, rec: BlockRecord, module, roo
     kind, value = guard.kind, guard.value
     if kind is GuardKind.ID_MATCH:
         if vi is v0:
-            return Guard(source, kind, value)
+            return Guard(source, kind, value, None, tag)
         if not _identity_like(v0):
             return None
         if isinstance(v0, torch.Tensor) and not _same_tensor_kind(v0, vi) or type(vi) is not type(v0):
             return None
-        return Guard(source, kind, vi)
+        return Guard(source, kind, vi, None, tag)
     if kind is GuardKind.TENSOR_MATCH:
-        return Guard(source, kind, vi) if isinstance(vi, torch.Tensor) and _same_tensor_kind(v0, vi) else None
+        return Guard(source, kind, vi, None, tag) if isinstance(vi, torch.Tensor) and _same_tensor_kind(v0, vi) else None
     if kind is GuardKind.TYPE_MATCH:
-        return Guard(source, kind, value) if type(vi) is value else None
+        return Guard(source, kind, value, None, tag) if type(vi) is value else None
     if kind is GuardKind.CONSTANT_MATCH:
-        return Guard(source, kind, value) if type(vi) is type(v0) and vi == v0 else None
+        return Guard(source, kind, value, None, tag) if type(vi) is type(v0) and vi == v0 else None
     if kind is GuardKind.LENGTH_CHECK:
-        return Guard(source, kind, value) if type(vi) is type(v0) and len(vi) == len(v0) else None
+        return Guard(source, kind, value, None, tag) if type(vi) is type(v0) and len(vi) == len(v0) else None
     if kind is GuardKind.DICT_KEYS:
-        return Guard(source, kind, vi) if type(vi) is type(v0) and list(vi) == list(v0) else None
+        return Guard(source, kind, vi, None, tag) if type(vi) is type(v0) and list(vi) == list(v0) else None
     if kind is GuardKind.DICT_CONTAINS:
         key, present = value
-        return Guard(source, kind, value) if (key in vi) == present else None
+        return Guard(source, kind, value, None, tag) if (key in vi) == present else None
     if kind is GuardKind.HASATTR:
         name, present = value
-        return Guard(source, kind, value) if hasattr(vi, name) == present else None
+        return Guard(source, kind, value, None, tag) if hasattr(vi, name) == present else None
     if kind is GuardKind.EMPTY:
-        return Guard(source, kind, value) if not vi and not v0 else None
+        return Guard(source, kind, value, None, tag) if not vi and not v0 else None
     if kind is GuardKind.MODULE_HOOKS:
-        return Guard(source, kind, value) if isinstance(vi, torch.nn.Module) and not has_hooks(vi) else None
+        return Guard(source, kind, value, None, tag) if isinstance(vi, torch.nn.Module) and not has_hooks(vi) else None
     if kind is GuardKind.OBJECT_ALIASING:
         if other_path is not None:
-            oi = _walk(other_path, module)
-            return Guard(source, kind, value, _rebase(other_path, root, memo)) \
+            oi = _walk(other_path, module, values)
+            return Guard(source, kind, value, _rebase(other_path, root, memo), tag) \
                 if oi is not _MISSING and oi is vi else None
         return Guard(source, kind, value, other) if vi is v0 else None  # the same outer object
     return None
@@ -357,11 +378,12 @@ def _map_to(tx, record: BlockRecord, module_var) -> list | None:
     they differ, trace it)."""
     out = tx.output
     module, root = module_var.value, module_var.source
-    new_guards, memo = [], {}
-    for guard, path, other_path in record.guards:
+    new_guards, memo, values = [], {}, {}
+    for index, (guard, path, other_path) in enumerate(record.guards):
         if path is None and other_path is None:
             continue  # not reached from the block: holds for every block alike
-        rebased = _rebased_guard(guard, path, other_path, record, module, root, memo)
+        # (each rebased guard tagged: the first block's guard ``index`` on this block)
+        rebased = _rebased_guard(guard, path, other_path, record, module, root, memo, values, (record, index, root))
         if rebased is None:
             return None
         new_guards.append(rebased)
@@ -370,7 +392,7 @@ def _map_to(tx, record: BlockRecord, module_var) -> list | None:
         if path is None:
             lifted.append(node)
             continue
-        value = _walk(path, module)
+        value = _walk(path, module, values)
         if not isinstance(value, torch.Tensor):
             return None
         source = _rebase(path, root, memo)
@@ -378,8 +400,7 @@ def _map_to(tx, record: BlockRecord, module_var) -> list | None:
             lifted.append(out.get_attr_tensor(value, source.display(), None, origin=source).node)
         else:
             lifted.append(VariableTracker.build(tx, value, source, realize=True).node)
-    for g in new_guards:
-        out.add_guard(g.source, g.kind, g.value, g.other)
+    out.add_guards(new_guards)
     return lifted
 
 
