@@ -13,10 +13,11 @@
   hooks: graph break).  ``forward`` is looked up through the protocol, so an instance
   ``forward``, even one written earlier in this trace, is what runs.
 * ``torch.nn`` modules without children whose ``forward`` is their class's own are leaves:
-  one ``call_module`` node.  Their ``training`` flag is guarded unless their forward never
-  reads it; the fake run that gives the node's metadata uses a fake copy of the module, so
-  no real buffer is updated while tracing.  Everything else (containers, user modules)
-  is inlined.
+  traced inline (``config.inline_nn_leaves``), or one node calling their class's
+  ``forward`` (an RNN, the option off, or a class whose inline trace failed: a restart).
+  A leaf node's ``training`` flag is guarded unless its forward never reads it; the fake
+  run that gives the node's metadata uses a fake copy of the module, so no real buffer is
+  updated while tracing.  Everything else (containers, user modules) is inlined.
 """
 
 from __future__ import annotations
