@@ -157,6 +157,10 @@ def test_world_changes_between_calls(change, graphs, backend):
     for _ in range(2):
         torch.testing.assert_close(compiled(x), eager(x))
     assert cnt.frame_count == graphs
+    # the batch norm's running statistics and batch count, updated in place by the graph
+    for (name, a), b in zip(model.state_dict().items(), eager.state_dict().values()):
+        torch.testing.assert_close(a, b, msg=name)
+    assert model.bn.num_batches_tracked.item() == (1 if change is _set_eval else 3)
 
 
 # --------------------------------------------------------------------------------------
