@@ -2,6 +2,7 @@
 
     python benchmarks/bench_cache.py [--sections cache,guards,depth,steady]
                                      [--models gpt2,bert,...] [--inductor] [--json out.json]
+                                     [--steady-models mlp,cnn,...] [--steady-backend inductor]
 
 Sections (each a markdown table on stdout; progress on stderr):
 
@@ -22,9 +23,10 @@ Sections (each a markdown table on stdout; progress on stderr):
     and ``use_cache=True`` (each block writes the ``DynamicCache``: a side effect, so
     every block is traced inline).
 ``steady`` steady state of single-graph models (the zoo's, plus peft LoRA on GPT-2 and
-    LLaMA and an x-transformers decoder), backend ``eager``: eager, graphjit and
-    torch.compile timed interleaved (``harness.interleaved``), median per call, and the
-    ratio graphjit / torch.compile.
+    LLaMA, an x-transformers decoder, monai's UNet, an MLP and a CNN), backend ``eager``
+    (``--steady-backend inductor``: each system's own inductor): eager, graphjit and
+    torch.compile timed interleaved (``harness.interleaved``, ``--steady-rounds``), median
+    per call, and the ratio graphjit / torch.compile.
 
 Method as ``bench_models.py``: graphjit imported before ``torch._dynamo``, one intra-op
 thread, gc paused in timed regions, ``torch.no_grad()``, tiny configs (hidden 32, 8
@@ -234,13 +236,60 @@ def _x_decoder() -> model_zoo.Spec:
     return model_zoo.Spec(model, {"x": model_zoo._ints(model_zoo.BATCH, model_zoo.SEQ)}, ())
 
 
-#: single-graph models from other libraries (peft LoRA, an x-transformers decoder)
-LIBRARY_MODELS = {"lora_gpt2": _lora_gpt2, "lora_llama": _lora_llama, "x_transformers": _x_decoder}
+def _mlp() -> model_zoo.Spec:
+    """``bench_compare.py``'s MLP: Linear(64, 256), ReLU, Linear(256, 64) on a batch of 32."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 64)).eval()
+    return model_zoo.Spec(model, {"input": model_zoo._randn(32, 64)}, ())
 
 
-def section_steady(models, rounds: int = 15, inner: int = 20) -> list[dict]:
+def _cnn() -> model_zoo.Spec:
+    """A small CNN: two conv / batch norm / ReLU blocks, max pooling, a linear head."""
+    torch.manual_seed(0)
+    nn = torch.nn
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
+                          nn.Conv2d(8, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
+                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 10)).eval()
+    return model_zoo.Spec(model, {"input": model_zoo._randn(2, 3, 16, 16)}, ())
+
+
+def _monai_unet() -> model_zoo.Spec:
+    """The library zoo's monai UNet (``tests/_library_zoo.py``)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
+    from _library_zoo import ZOO
+
+    spec = ZOO["monai_unet"].build()
+    return model_zoo.Spec(spec.model, {"x": spec.args[0]}, ())
+
+
+#: single-graph models from other libraries (peft LoRA, an x-transformers decoder, monai's
+#: UNet) and two plain ones (an MLP, a CNN)
+LIBRARY_MODELS = {"lora_gpt2": _lora_gpt2, "lora_llama": _lora_llama, "x_transformers": _x_decoder,
+                  "monai_unet": _monai_unet, "mlp": _mlp, "cnn": _cnn}
+
+
+def _steady_backend(system, backend: str):
+    """``(counter, backend)`` for ``system``: the counting backend itself (``eager``: the
+    graph runs as it is), or a counter in front of the system's own ``inductor``."""
+    counter = system.counter()
+    if backend == "eager":
+        return counter, counter
+    if system.name == "graphjit":
+        from graphjit.backends.registry import lookup_backend
+    else:
+        from torch._dynamo.backends.registry import lookup_backend
+    inner = lookup_backend(backend)
+
+    def counted(gm, example_inputs):
+        counter(gm, example_inputs)
+        return inner(gm, example_inputs)
+
+    return counter, counted
+
+
+def section_steady(models, rounds: int = 15, inner: int = 20, backend: str = "eager") -> list[dict]:
     rows = []
-    print("\n## Steady state, backend eager (µs per call, median)\n")
+    print(f"\n## Steady state, backend {backend} (µs per call, median)\n")
     print("| model | graphs gj / tc | eager | graphjit | torch.compile | gj/tc |")
     print("|---|---|---|---|---|---|")
     old = graphjit.config.cache_dir
@@ -252,8 +301,8 @@ def section_steady(models, rounds: int = 15, inner: int = 20) -> list[dict]:
                 compiled, graphs = {}, {}
                 for system in harness.SYSTEMS:
                     system.reset()
-                    counter = system.counter()
-                    compiled[system.name] = system.compile(spec.model, counter)
+                    counter, counted = _steady_backend(system, backend)
+                    compiled[system.name] = system.compile(spec.model, counted)
                     with torch.no_grad():
                         for _ in range(3):
                             compiled[system.name](**spec.kwargs)
@@ -269,7 +318,7 @@ def section_steady(models, rounds: int = 15, inner: int = 20) -> list[dict]:
                 samples = harness.interleaved(calls, (), rounds, inner)
             med = {k: harness.median(v) / 1e3 for k, v in samples.items()}
             ratio = med["graphjit"] / med["torch.compile"]
-            rows.append({"model": model, **med, "ratio": ratio, "graphs": graphs})
+            rows.append({"model": model, "backend": backend, **med, "ratio": ratio, "graphs": graphs})
             print(f"| {model} | {graphs['graphjit']} / {graphs['torch.compile']} | {med['eager']:.0f} | "
                   f"{med['graphjit']:.0f} | {med['torch.compile']:.0f} | {ratio:.3f} |", flush=True)
     finally:
@@ -289,6 +338,9 @@ def main() -> None:
     p.add_argument("--use-cache", default="both", choices=("both", "on", "off"),
                    help="depth section: GPT-2's use_cache (a cache update in every block)")
     p.add_argument("--inductor", action="store_true", help="cache section: also backend inductor")
+    p.add_argument("--steady-backend", default="eager", choices=("eager", "inductor"),
+                   help="steady section: the backend both systems compile with")
+    p.add_argument("--steady-rounds", type=int, default=15, help="steady section: interleaved rounds")
     p.add_argument("--json")
     p.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     a = p.parse_args()
@@ -309,7 +361,8 @@ def main() -> None:
         out["depth"] = [section_depth(depths, use_cache=uc) for uc in
                         {"both": (False, True), "on": (True,), "off": (False,)}[a.use_cache]]
     if "steady" in sections:
-        out["steady"] = section_steady(a.steady_models.split(","))
+        out["steady"] = section_steady(a.steady_models.split(","), rounds=a.steady_rounds,
+                                       backend=a.steady_backend)
     if a.json:
         pathlib.Path(a.json).write_text(json.dumps(out, indent=1, default=str))
 

@@ -59,3 +59,11 @@ cache_dir: str | None = _cache_dir_from_env()
 #: traced once, as a subgraph called through ``invoke_subgraph`` for every block whose
 #: guards re-evaluate the same (``variables/hops/repeated_blocks.py``).
 reuse_repeated_blocks: bool = True
+
+#: ``torch.nn`` modules without children (``Linear``, ``Conv2d``, ``LayerNorm``...) have
+#: their ``forward`` traced inline, as any module's, so the graph calls the functional op
+#: on the parameters (``torch.conv2d(x, weight, bias, ...)``) and a call of the graph runs
+#: no module code (torch.compile's ``inline_inbuilt_nn_modules``).  Off, or for an RNN, or
+#: where the inline trace fails, the module is one graph node that runs its ``forward``
+#: (``variables/nn_module.py``).  Read when a frame is traced.
+inline_nn_leaves: bool = True

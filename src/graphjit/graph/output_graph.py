@@ -161,6 +161,9 @@ class OutputGraph:
         self.source_cache: dict[Source, VariableTracker] = {}
         self.lazy_cache: dict[Source, LazyVariableTracker] = {}
         self.leaf_modules: list[tuple[torch.nn.Module, Source | None]] = []
+        #: ``torch.nn`` leaf classes whose inline trace failed: their modules are called as
+        #: one node each (``variables/nn_module.py``); the frame's set, kept across restarts
+        self.leaf_fallback: set[type] = set()
         self._fake_modules: dict[int, torch.nn.Module] = {}
         self.prologue = Prologue()
         #: tensors used as dict or set keys (by id) -> the tracker each was read as

@@ -163,9 +163,11 @@ def convert_frame(fn: types.FunctionType, args: tuple, kwargs: dict, hooks: Hook
                                   "optimizer's state (the next call is traced)")
         return PLAIN_THIS_CALL
     speculation: dict[int, Speculation] = {}
+    leaf_fallback: set[type] = set()  # (torch.nn leaves called as nodes: OutputGraph.leaf_fallback)
     f_args = (args, kwargs)
     for _ in range(MAX_RESTARTS):
         output = OutputGraph(fn.__globals__, hooks.shapes.for_code(fn.__code__) if hooks.shapes else None)
+        output.leaf_fallback = leaf_fallback
         global_state = snapshot_global_state()
         tx = InstructionTranslator(fn.__code__, fn.__globals__, output, f_locals, fn.__closure__,
                                    speculation, hooks.fullgraph)

@@ -13,10 +13,11 @@
   hooks: graph break).  ``forward`` is looked up through the protocol, so an instance
   ``forward``, even one written earlier in this trace, is what runs.
 * ``torch.nn`` modules without children whose ``forward`` is their class's own are leaves:
-  one ``call_module`` node.  Their ``training`` flag is guarded unless their forward never
-  reads it; the fake run that gives the node's metadata uses a fake copy of the module, so
-  no real buffer is updated while tracing.  Everything else (containers, user modules)
-  is inlined.
+  traced inline (``config.inline_nn_leaves``), or one node calling their class's
+  ``forward`` (an RNN, the option off, or a class whose inline trace failed: a restart).
+  A leaf node's ``training`` flag is guarded unless its forward never reads it; the fake
+  run that gives the node's metadata uses a fake copy of the module, so no real buffer is
+  updated while tracing.  Everything else (containers, user modules) is inlined.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ import types
 import torch
 from torch.nn.modules import module as _module_globals
 
-from ..exc import observed, unsupported
+from .. import config
+from ..exc import RestartAnalysis, Unsupported, observed, unsupported
 from ..guards.guard import GuardKind
 from ..sources import AttrSource, ConstSource, module_attr_source
 from . import object_protocol as proto
@@ -367,6 +369,8 @@ class NNModuleVariable(UserObjectVariable):
     def _call_forward(self, tx, args, kwargs, hooks_traced: bool) -> VariableTracker:
         forward = self.var_getattr(tx, "forward")
         if self._is_leaf_call(tx, forward) and not tx.output.torch_function.needs_dispatch(args, kwargs):
+            if self._inline_leaf(tx):
+                return self._call_inlined_leaf(tx, forward, args, kwargs)
             return self._call_leaf(tx, args, kwargs, hooks_traced)  # (under a mode: its ops dispatch)
         for hook in FORWARD_CALL_HOOKS:  # (a repeated block traced once: hops/repeated_blocks.py)
             result = hook(tx, self, forward, args, kwargs)
@@ -435,6 +439,27 @@ class NNModuleVariable(UserObjectVariable):
                 and forward.fn_var.as_python_constant() is proto.type_attr_raw(type(m), "forward")
                 and not self._registry_written(tx)
                 and not any(key[0] == id(m) for key in tx.output.param_overrides))
+
+    def _inline_leaf(self, tx) -> bool:
+        """Trace this leaf's ``forward`` inline (``config.inline_nn_leaves``)?  Not an RNN
+        (its forward reads the flat weight list and picks a kernel by the argument's type:
+        one node, ``_rnn_leaf_forward``), nor a module whose inline trace failed in an
+        earlier attempt at this frame (``OutputGraph.leaf_fallback``)."""
+        m = self.value
+        return (config.inline_nn_leaves and not isinstance(m, torch.nn.RNNBase)
+                and type(m) not in tx.output.leaf_fallback)
+
+    def _call_inlined_leaf(self, tx, forward, args, kwargs) -> VariableTracker:
+        """``forward`` traced inline: the graph holds its ops, its parameters are graph
+        attributes guarded by identity (as any specialized module's), the settings it reads
+        are guarded by value as they are read.  Where the trace fails (a construct graphjit
+        does not support inside the module's code), tracing starts again with the module
+        as one node (``_call_leaf``): a ``torch.nn`` leaf never breaks the user's frame."""
+        try:
+            return forward.call_function(tx, args, kwargs)
+        except Unsupported:
+            tx.output.leaf_fallback.add(type(self.value))
+            raise RestartAnalysis() from None
 
     def _registry_written(self, tx) -> bool:
         d = self._dict
