@@ -78,4 +78,6 @@ def test_containers_changed_between_calls(backend):
     _check(compiled, mod, x)
     del mod.pd["b"]
     _check(compiled, mod, x)
-    assert cnt.frame_count == 4
+    # (a compiled module is generic: the replaced parameter is read as a graph input, as
+    # torch.compile's; the appended and deleted ones recompile)
+    assert cnt.frame_count == 3
