@@ -33,14 +33,15 @@ The same per-code record decides whether the modules a trace reaches through the
 frame's locals are *specialized* (guarded by identity; their parameters are graph
 attributes) or *generic* (guarded by type and by the attributes read; parameters and
 buffers are graph inputs, so one entry serves every instance of the class, as
-torch.compile's inlined modules do).  Specialized is the default for a method's ``self``
-and for modules the frame makes itself.  A code object switches to generic when a module
-local is seen holding a second instance of its class (the layers of a model calling one
+torch.compile's inlined modules do).  Specialized is the default: the cheapest guards for
+the one model a user compiles.  A code object switches to generic when a module local is
+seen holding a second instance of its class (the layers of a model calling one
 ``forward``), or from the start when it is marked so (:meth:`CodeShapes.make_modules_generic`:
-a module's ``forward`` called from Python for many instances, and resume functions of a
-generic trace).  A module passed to a plain function (a parameter other than a method's
-``self``; ``graphjit.compile(module)``'s own frame, ``call_object(obj, ...)``, is one) is
-generic from the first trace, as torch.compile's: any instance may come next.
+a module's ``forward`` called from Python for many instances, resume functions of a
+generic trace, and the call shared by a second ``graphjit.compile`` of a module's class:
+``runtime/module_calls.py``).  A module passed to a plain function (a parameter other than
+a method's ``self``) is generic from the first trace, as torch.compile's: any instance may
+come next.
 """
 
 from __future__ import annotations
@@ -67,13 +68,17 @@ _PINNED = object()
 #: the key of a code object's module mode in its record (present: generic)
 _GENERIC_MODULES = "generic modules"
 
+#: code objects whose first parameter is the object they were compiled for (graphjit's
+#: own frame that calls a compiled module), registered by the runtime
+RECEIVER_CODES: set = set()
+
+
 def _plain_argument(code: types.CodeType | None, name: str) -> bool:
     """Whether the local ``name`` is a parameter of a plain function (not the receiver of
-    a method, ``self``/``cls``, nor a resume function's carried value): a module passed
-    there is generic from the first trace, as torch.compile's, since any instance may come
-    next.  graphjit's own frame that calls a compiled module (``call_object(obj, ...)``) is
-    such a function: its entries are shared by every instance of the class."""
-    if code is None or code.co_name.startswith("__resume"):
+    a method, ``self``/``cls``, nor of graphjit's own call frame, nor a resume function's
+    carried value): a module passed there is generic from the first trace, as
+    torch.compile's, since any instance may come next."""
+    if code is None or code in RECEIVER_CODES or code.co_name.startswith("__resume"):
         return False
     params = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
     parts = code.co_qualname.split(".")

@@ -500,6 +500,7 @@ def _two_tier_source(code, sig: str, body: str, footprint, ordered: list[Guard],
     forward = call_text(code, ("___closure",) if "___closure" in sig else ())
     # a generic module argument: the snapshot's words are its object's (see footprint.py)
     same_roots = "".join(f" and {src.guard_expr(scope())} is ___s[3][{i}]" for i, src in footprint.roots)
+    # (``___h``: the held objects, the parameters' metadata checks read them: ``held_source``)
     return (
         f"    def ___full({sig}):\n"
         f"        try:\n"
@@ -513,6 +514,7 @@ def _two_tier_source(code, sig: str, body: str, footprint, ordered: list[Guard],
         f"        if ___s is not None:\n"
         f"            try:\n"
         f"                if ___s[0](___s[1]).tobytes() == ___s[2]{same_roots}:  # nothing the covered checks read changed\n"
+        f"                    ___h = ___s[3]\n"
         f"                    return ({fast_body})\n"
         f"            except Exception:\n"
         f"                return False\n"

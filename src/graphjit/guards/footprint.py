@@ -437,8 +437,9 @@ _NEVER = frozenset({GuardKind.GLOBAL_STATE, GuardKind.TENSOR_MATCH, GuardKind.HA
 
 
 def held_source(pin: int) -> Source:
-    """The snapshot's pinned object ``pin`` (``___s``: the words the shortcut compared)."""
-    return _ExprSource(f"___s[3][{pin}]")
+    """The snapshot's pinned object ``pin`` (``___h``: the objects the shortcut's snapshot
+    holds, bound once the words compared equal)."""
+    return _ExprSource(f"___h[{pin}]")
 
 
 def builtins_dict(g: dict) -> dict:

@@ -27,7 +27,7 @@ from torch.fx.experimental.symbolic_shapes import ConstraintViolationError
 from .. import config
 from ..backends.registry import lookup_backend
 from ..diagnostics import logs
-from ..graph.shapes import ShapePolicy
+from ..graph.shapes import RECEIVER_CODES, ShapePolicy
 from ..exc import InternalError, Unsupported
 from ..variables.grad_mode import GradModeExit
 from ..variables.nn_module import has_hooks
@@ -244,6 +244,7 @@ def call_object(obj, *args, **kwargs):
     return obj(*args, **kwargs)
 
 
+RECEIVER_CODES.add(call_object.__code__)  # (its module is specialized until a second one)
 TRANSPARENT_CODES.add(call_object.__code__)
 
 
