@@ -245,6 +245,8 @@ def call_object(obj, *args, **kwargs):
 
 
 RECEIVER_CODES.add(call_object.__code__)  # (its module is specialized until a second one)
+
+
 TRANSPARENT_CODES.add(call_object.__code__)
 
 
