@@ -208,6 +208,27 @@ def test_reset_forgets_the_shared_call():
     assert cnt.frame_count == 2
 
 
+def _mlp(seed: int) -> nn.Sequential:
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 2))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_generic_instances_under_inference_mode(backend):
+    # generic traces reuse the body of repeated blocks (the Linear layers); under
+    # inference_mode their operands have no version counter: the blocks are traced inline
+    models = [_mlp(0), _mlp(1)]
+    graphjit.reset()
+    cnt, be = counting_backend(backend)
+    compiled = [graphjit.compile(m, backend=be) for m in models]
+    with torch.inference_mode():
+        for c, m in zip(compiled + compiled, models + models):
+            y = c(X)
+            assert_equal(y, m(X))
+            assert y.is_inference()
+    assert cnt.frame_count == 1
+
+
 class WithLSTM(nn.Module):
     def __init__(self, seed: int) -> None:
         super().__init__()
