@@ -11,6 +11,7 @@ from .backends.registry import list_backends, register_backend
 from .runtime import stats as _stats
 from .runtime.call_forms import canonical_call
 from .runtime.dispatch import CompiledFunction, ObjectCall, call_object, reset_all
+from .runtime.module_calls import forget_shared_calls, shared_module_call
 
 
 class CompiledModule(torch.nn.Module):
@@ -19,7 +20,10 @@ class CompiledModule(torch.nn.Module):
     Like torch.compile's ``OptimizedModule``: the original is ``_orig_mod`` (so state-dict
     keys gain an ``_orig_mod.`` prefix) and other attributes are forwarded to it.  What is
     compiled is the call ``mod(*args)`` itself, so a ``forward`` patched on the instance
-    later, hooks and ``training`` are seen (and guarded) like in any traced call."""
+    later, hooks and ``training`` are seen (and guarded) like in any traced call.  Every
+    ``CompiledModule`` of one class with the same options shares its compiled call, whose
+    entries are generic (``runtime/module_calls.py``): one graph for all instances, as
+    torch.compile's."""
 
     _graphjit_runtime = True  # eager code calls it as it is (it compiles itself)
     #: the wrapper's own state (everything else is the wrapped module's)
@@ -28,7 +32,7 @@ class CompiledModule(torch.nn.Module):
     def __init__(self, mod: torch.nn.Module, **options: Any) -> None:
         super().__init__()
         self._orig_mod = mod
-        self.__dict__["_compiled_call"] = CompiledFunction(call_object, **options)
+        self.__dict__["_compiled_call"] = shared_module_call(mod, **options)
         self.__dict__["_initialized"] = True
 
     @property
@@ -118,6 +122,7 @@ def compile(model: Callable | None = None, *, fullgraph: bool = False, dynamic: 
 def reset() -> None:
     """Forget every compiled entry and zero the counters."""
     reset_all()
+    forget_shared_calls()
 
 
 def stats() -> dict[str, Any]:

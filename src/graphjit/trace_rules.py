@@ -35,6 +35,8 @@ other ``nn.Module``\\ s                   call traced         call path run, ``f
 builtins, C functions, classes           modelled or opaque  called as it is
 library rules (``distributed``: DDP's    break / inlined     intercepted copy / called
 forward, FSDP2's hooks)                                      as it is
+``torch/optim/lr_scheduler.py`` (as      graph break         intercepted copy (the step
+TorchDynamo's ``FORCE_SKIP_FILES``)                          it wraps compiled)
 =======================================  ==================  ===========================
 
 The decisions that do not depend on the value's identity are kept per code object, so a
@@ -75,6 +77,16 @@ _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
 #: torch packages whose frames are compiled like user code (as TorchDynamo's inline list):
 #: an optimizer's ``step`` is reached through wrappers that break
 _TORCH_COMPILED_DIRS = (os.path.join(_TORCH_DIR, "optim") + os.sep,)
+#: torch files whose functions are skipped frames, as TorchDynamo's ``FORCE_SKIP_FILES``
+#: (``torch/_dynamo/trace_rules.py``): traced code that calls one breaks the graph there, and
+#: eager code runs its frame in Python with its calls compiled.  The learning-rate
+#: schedulers' wrapper of ``optimizer.step`` (``opt_ref()``, a weak reference, then the step)
+#: is one: the step it calls is compiled as its own frame.
+_SKIPPED_TORCH_FILES = {
+    os.path.join(_TORCH_DIR, "optim", "lr_scheduler.py"): (
+        Rule.SKIP_FRAME, "torch.optim.lr_scheduler runs in Python (TorchDynamo skips the file too); "
+                         "the optimizer step its wrapper calls is compiled"),
+}
 _STDLIB_DIRS = tuple({os.path.join(p, "lib", "python3.11") + os.sep
                       for p in (sys.prefix, sys.base_prefix)})
 
@@ -199,10 +211,11 @@ def register_library_rule(code: types.CodeType, rule: Rule, reason: str) -> None
 
 
 def _library_rule(value: Any) -> tuple[Rule, str] | None:
-    if not _library_rules:
-        return None
     fn = value.__func__ if isinstance(value, types.MethodType) else value
-    return _library_rules.get(fn.__code__) if isinstance(fn, types.FunctionType) else None
+    if not isinstance(fn, types.FunctionType):
+        return None
+    code = fn.__code__
+    return (_library_rules.get(code) if _library_rules else None) or _SKIPPED_TORCH_FILES.get(code.co_filename)
 
 
 def library_rule_reason(value: Any) -> str | None:

@@ -34,12 +34,14 @@ frame's locals are *specialized* (guarded by identity; their parameters are grap
 attributes) or *generic* (guarded by type and by the attributes read; parameters and
 buffers are graph inputs, so one entry serves every instance of the class, as
 torch.compile's inlined modules do).  Specialized is the default: the cheapest guards for
-a function called with one model.  A code object switches to generic when a module local
-is seen holding a second instance of its class (the layers of a model calling one
+the one model a user compiles.  A code object switches to generic when a module local is
+seen holding a second instance of its class (the layers of a model calling one
 ``forward``), or from the start when it is marked so (:meth:`CodeShapes.make_modules_generic`:
-a module's ``forward`` called from Python for many instances, and resume functions of a
-generic trace).  A module passed to a plain function (a parameter other than a method's
-``self``) is generic from the first trace, as torch.compile's: any instance may come next.
+a module's ``forward`` called from Python for many instances, resume functions of a
+generic trace, and the call shared by a second ``graphjit.compile`` of a module's class:
+``runtime/module_calls.py``).  A module passed to a plain function (a parameter other than
+a method's ``self``) is generic from the first trace, as torch.compile's: any instance may
+come next.
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ import torch
 import torch.fx
 from torch.multiprocessing.reductions import StorageWeakRef
 
-from ..exc import InternalError
+from ..exc import InternalError, unsupported
 from ..variables.base import enter_scope, exit_scope
 
 
@@ -90,6 +90,12 @@ class BodyScope:
         node.target = node.name
         node.meta["example_value"] = example
         if isinstance(example, torch.Tensor):
+            if example.is_inference():  # (no version counter: an in-place change would go unseen)
+                raise unsupported("body operand is an inference tensor", name,
+                                  "graphjit sees a body's in-place changes of its operands by their "
+                                  "version counters, which inference tensors do not have; the body is "
+                                  "traced inline instead where it can be.",
+                                  ["Call it outside torch.inference_mode(), or under torch.no_grad()."])
             self.versions[node] = example._version
         return node
 

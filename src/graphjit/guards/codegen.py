@@ -29,7 +29,7 @@ import torch
 from .. import config
 from ..exc import InternalError
 from . import blocks, memory
-from .footprint import STRUCTURAL, analyze, builtins_dict, word_addresses
+from .footprint import STRUCTURAL, analyze, builtins_dict, held_source, word_addresses
 from .shapes import ShapeGuards
 from ..sources import ConstSource, GuardScope, TypeSource
 from .guard import MODE_STATE, GlobalQuery, Guard, GuardKind
@@ -234,6 +234,10 @@ def guard_expressions(guard: Guard, scope: GuardScope, c: _Consts,
     if k is GuardKind.NO_ALIASING:
         exprs = [s.guard_expr(scope) for s in v]
         return [GuardPart(label, f"len({{{', '.join(f'id({e})' for e in exprs)}}}) == {len(exprs)}")]
+    if k is GuardKind.WRITTEN_APART:  # the written objects are distinct, and none is a read one
+        written = [f"id({s.guard_expr(scope)})" for s in v[0]]
+        read = f"{{{', '.join(f'id({s.guard_expr(scope)})' for s in v[1])}}}"
+        return [GuardPart(label, f"len({{{', '.join(written)}, *{read}}}) == {len(written)} + len({read})")]
     def E() -> str:  # noqa: N802  (the guarded value's expression, written once per use)
         return guard.source.guard_expr(scope)
 
@@ -399,7 +403,7 @@ def _collect_parts(ordered: list[Guard], scope: GuardScope, c: _Consts, fn, glob
         kw_expr = "___self_fn.__kwdefaults__ " + ("is None" if kwd is None else f"== {c.ref(dict(kwd))}")
         parts.append(GuardPart("function DEFAULTS", f"{d_expr} and {kw_expr}",
                                "(___self_fn.__defaults__, ___self_fn.__kwdefaults__)", _short((d, kwd))))
-    late = (GuardKind.TENSOR_MATCH, GuardKind.OBJECT_ALIASING, GuardKind.NO_ALIASING)
+    late = (GuardKind.TENSOR_MATCH, GuardKind.OBJECT_ALIASING, GuardKind.NO_ALIASING, GuardKind.WRITTEN_APART)
     for g in ordered:
         if g.kind not in late:
             parts += guard_expressions(g, scope, c)
@@ -416,7 +420,7 @@ def _collect_parts(ordered: list[Guard], scope: GuardScope, c: _Consts, fn, glob
         parts += guard_expressions(g, scope, c, relaxed, dynamic_tensors.get(id(g.value)))
     parts += _shape_parts(shape_guards, scope)
     for g in ordered:
-        if g.kind in (GuardKind.OBJECT_ALIASING, GuardKind.NO_ALIASING):
+        if g.kind in (GuardKind.OBJECT_ALIASING, GuardKind.NO_ALIASING, GuardKind.WRITTEN_APART):
             parts += guard_expressions(g, scope, c)
     if no_aliasing and len(tensors) >= 2:
         exprs = [g.source.guard_expr(scope) for g in tensors]
@@ -515,7 +519,8 @@ def _two_tier_source(code, sig: str, body: str, footprint, ordered: list[Guard],
     not cover (arguments, tensors, global torch state...); otherwise ``___full`` (every
     check), after which :class:`FastState` takes a new snapshot (``guards/footprint.py``).
     ``___pins`` returns the objects whose words are read."""
-    residual = [g for i, g in enumerate(ordered) if i not in footprint.covered]
+    residual = [dataclasses.replace(g, source=held_source(footprint.tensors[i])) if i in footprint.tensors else g
+                for i, g in enumerate(ordered) if i not in footprint.covered]
     counting = scope(count=True)
     _collect_parts(residual, counting, c, *options)
     fast = _collect_parts(merge_absent_keys(residual), scope(uses=counting.counts), c, *options)
@@ -527,6 +532,9 @@ def _two_tier_source(code, sig: str, body: str, footprint, ordered: list[Guard],
     cse = scope(uses=pin_scope.counts)
     pins = "".join(f"{p if isinstance(p, str) else p.guard_expr(cse)}, " for p in footprint.pins)
     forward = call_text(code, ("___closure",) if "___closure" in sig else ())
+    # a generic module argument: the snapshot's words are its object's (see footprint.py)
+    same_roots = "".join(f" and {src.guard_expr(scope())} is ___s[3][{i}]" for i, src in footprint.roots)
+    # (``___h``: the held objects, the parameters' metadata checks read them: ``held_source``)
     return (
         f"    def ___full({sig}):\n"
         f"        try:\n"
@@ -539,7 +547,8 @@ def _two_tier_source(code, sig: str, body: str, footprint, ordered: list[Guard],
         f"        ___s = ___state.words\n"
         f"        if ___s is not None:\n"
         f"            try:\n"
-        f"                if ___s[0](___s[1]).tobytes() == ___s[2]:  # nothing the covered checks read changed\n"
+        f"                if ___s[0](___s[1]).tobytes() == ___s[2]{same_roots}:  # nothing the covered checks read changed\n"
+        f"                    ___h = ___s[3]\n"
         f"                    return ({fast_body})\n"
         f"            except Exception:\n"
         f"                return False\n"
@@ -612,7 +621,7 @@ class FastState:
             self.off, self.words, self.held = True, None, None
             return True
         self.held = held  # (keeps every object whose words are read alive)
-        self.words = (take, indices, values.tobytes())
+        self.words = (take, indices, values.tobytes(), held)
         return True
 
 

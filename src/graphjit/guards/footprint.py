@@ -3,7 +3,11 @@
 A check such as ``L['m']._modules['fc'] is c`` reads a chain of values; when the root is
 checked by identity (a specialized module, a global, a class) every step is a fixed
 object's field or a fixed dict's item, and the answer can only change if one of those
-fields or dicts changes: its dict's version tag (``guards/memory.py``), an object's type
+fields or dicts changes.  A *generic* module argument (checked by type: one entry for
+every instance) is a root too, for one instance at a time: the snapshot holds the object
+it was taken on (a *root pin*), and the shortcut applies only while the call passes that
+very object (``obj is <root pin>``, a residual check); another instance takes the full
+check and a new snapshot.  The words then are: its dict's version tag (``guards/memory.py``), an object's type
 or ``__dict__`` pointer, a function's ``__code__``/``__defaults__``/``__kwdefaults__``/
 ``__closure__``, a cell's contents, a class's MRO or its ``__dict__``'s tag.
 
@@ -70,6 +74,11 @@ class Footprint:
     covered: set[int]                     # indices into the guard list
     pins: list[Source | str]              # how the guard reaches each pinned object
     words: list[tuple[int, str]]          # (pin index, kind)
+    #: (pin index, local) of each generic root: the call must pass that very object
+    roots: list[tuple[int, LocalSource]] = dataclasses.field(default_factory=list)
+    #: guard index -> pin index of a tensor the words identify (a module's parameter):
+    #: its metadata check reads the held tensor instead of walking the chain to it
+    tensors: dict[int, int] = dataclasses.field(default_factory=dict)
 
 
 def _immutable(value: Any) -> bool:
@@ -79,8 +88,11 @@ def _immutable(value: Any) -> bool:
 
 
 class _Analysis:
-    def __init__(self, frame: dict[str, Any], f_globals: dict, identity_locals: set[Source]) -> None:
+    def __init__(self, frame: dict[str, Any], f_globals: dict, identity_locals: set[Source],
+                 generic_roots: set[Source] = frozenset()) -> None:
         self.frame, self.f_globals, self.identity_locals = frame, f_globals, identity_locals
+        self.generic_roots = generic_roots
+        self.roots: dict[Source, int] = {}
         self.pins: list[Source | str] = []
         self.pin_ids: dict[int, int] = {}
         self.held: list[Any] = []
@@ -134,7 +146,17 @@ class _Analysis:
 
     def _value(self, source: Source) -> Any:  # noqa: C901  (one case per kind of source)
         if isinstance(source, LocalSource):
-            if source not in self.identity_locals or source.local_name not in self.frame:
+            if source.local_name not in self.frame:
+                raise _Fail(source)
+            if source in self.generic_roots:  # (held by the snapshot, checked by identity)
+                value = self.frame[source.local_name]
+                if source not in self.roots:
+                    self.roots[source] = len(self.pins)
+                    self.pin_ids.setdefault(id(value), len(self.pins))
+                    self.pins.append(source)
+                    self.held.append(value)
+                return value
+            if source not in self.identity_locals:
                 raise _Fail(source)
             return self.frame[source.local_name]
         if isinstance(source, ConstSource):
@@ -288,6 +310,8 @@ class _Analysis:
                     return False  # the residual check that makes the local a fixed object
                 return self.value(g.source) is g.value
             if k is GuardKind.TYPE_MATCH:
+                if g.source in self.generic_roots:
+                    return False  # (the residual check on the argument itself)
                 v = self.value(g.source)
                 if isinstance(v, (_Bound, _Proxy)):
                     return False
@@ -312,6 +336,10 @@ class _Analysis:
             if k is GuardKind.NO_ALIASING:
                 values = [self.value(s) for s in g.value]
                 return len({id(v) for v in values}) == len(values)
+            if k is GuardKind.WRITTEN_APART:
+                written = {id(self.value(s)) for s in g.value[0]}
+                read = {id(self.value(s)) for s in g.value[1]}
+                return len(written) == len(g.value[0]) and written.isdisjoint(read)
         except _Fail:
             return False
         return False
@@ -364,7 +392,7 @@ def _non_data(raw, o, t, source) -> Any:
 
 
 class _ExprSource(Source):
-    """A guard expression written as text (the pins' ``__mro__`` steps)."""
+    """A guard expression written as text (the pins' ``__mro__`` steps, a held tensor)."""
 
     def __init__(self, text: str) -> None:
         self.text = text
@@ -391,14 +419,33 @@ def analyze(guards: list[Guard], frame: dict[str, Any], f_globals: dict) -> Foot
     if not memory.AVAILABLE:
         return None
     identity_locals = {g.source for g in guards if g.kind is GuardKind.ID_MATCH and isinstance(g.source, LocalSource)}
-    a = _Analysis(frame, f_globals, identity_locals)
+    generic_roots = {g.source for g in guards if g.kind is GuardKind.TYPE_MATCH and isinstance(g.source, LocalSource)
+                     and isinstance(frame.get(g.source.local_name), torch.nn.Module)}
+    a = _Analysis(frame, f_globals, identity_locals, generic_roots)
     covered = {i for i, g in enumerate(guards) if g.kind not in _NEVER and a.covers(g)}
     if not covered:
         return None
-    return Footprint(covered, a.pins, list(a.words))
+    tensors = {}
+    for i, g in enumerate(guards):  # (a tensor reached from a root through watched dicts)
+        if g.kind is GuardKind.TENSOR_MATCH and not isinstance(g.source, LocalSource):
+            try:
+                v = a.value(g.source)
+            except _Fail:
+                continue
+            if v is g.value:
+                tensors[i] = len(a.pins)
+                a.pins.append(g.source)
+                a.held.append(v)
+    return Footprint(covered, a.pins, list(a.words), sorted((i, s) for s, i in a.roots.items()), tensors)
 
 
 _NEVER = frozenset({GuardKind.GLOBAL_STATE, GuardKind.TENSOR_MATCH, GuardKind.HASATTR, GuardKind.DICT_LACKS})
+
+
+def held_source(pin: int) -> Source:
+    """The snapshot's pinned object ``pin`` (``___h``: the objects the shortcut's snapshot
+    holds, bound once the words compared equal)."""
+    return _ExprSource(f"___h[{pin}]")
 
 
 def builtins_dict(g: dict) -> dict:

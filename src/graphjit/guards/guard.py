@@ -37,6 +37,8 @@ class GuardKind(enum.IntEnum):
     NO_ALIASING = 12      # the sources in ``value`` are distinct objects
     DICT_LACKS = 13       # value is a frozenset of keys none of which ``d`` has (several
                           # DICT_CONTAINS-absent guards of one dict, merged by codegen)
+    WRITTEN_APART = 14    # value is (written sources, read sources): each written one is an
+                          # object no other source reaches (the read ones may share objects)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,7 +115,7 @@ def id_match_name(value: Any) -> str:
 @dataclasses.dataclass(frozen=True, eq=False)
 class Guard:
     """``source`` must satisfy ``kind`` against ``value`` (the trace-time object).
-    ``source`` is ``None`` only for GLOBAL_STATE and NO_ALIASING guards."""
+    ``source`` is ``None`` only for GLOBAL_STATE, NO_ALIASING and WRITTEN_APART guards."""
 
     source: Source | None
     kind: GuardKind
@@ -133,6 +135,8 @@ class Guard:
             return (None, self.kind, self.value.name, self.value.args)
         if self.kind is GuardKind.NO_ALIASING:
             return (None, self.kind, tuple(self.value))
+        if self.kind is GuardKind.WRITTEN_APART:
+            return (None, self.kind, tuple(self.value[0]), tuple(self.value[1]))
         return (self.source, self.kind, self.other)
 
     def label(self) -> str:
@@ -150,6 +154,10 @@ class Guard:
             return f"global {self.value.name}"
         if self.kind is GuardKind.NO_ALIASING:
             return f"global NO_ALIASING {', '.join(s.display() for s in self.value)}"
+        if self.kind is GuardKind.WRITTEN_APART:
+            written, read = self.value
+            return (f"global WRITTEN_APART {', '.join(s.display() for s in written)} from "
+                    f"{', '.join(s.display() for s in read)}")
         root = self.source.root()
         where = "global" if self.source.is_global else "local"
         name = self.source.display() if root is not self.source else getattr(

@@ -397,7 +397,9 @@ def add_key_identity_guards(output: OutputGraph) -> None:
 def add_no_aliasing_guards(output: OutputGraph) -> None:
     """Pre-existing objects that the trace mutated are distinct from the other pre-existing
     objects of their type it read (a write through one must not be visible through another
-    the trace thought independent)."""
+    the trace thought independent).  Objects it only read may be one object in a later call
+    (a submodule assigned to two names: reading the same values through both is what the
+    trace did): ``WRITTEN_APART``."""
     side = output.side_effects
     mutated = {id(v) for v in side.mutated_targets()}
     if not mutated:
@@ -410,8 +412,14 @@ def add_no_aliasing_guards(output: OutputGraph) -> None:
             except Unsupported:
                 continue
     for members in groups.values():
-        if len(members) >= 2 and any(id(m) in mutated for m in members):
-            output.add_guard(None, GuardKind.NO_ALIASING, tuple(m.source for m in members))
+        written = tuple(m.source for m in members if id(m) in mutated)
+        read = tuple(m.source for m in members if id(m) not in mutated)
+        if not written or len(members) < 2:
+            continue
+        if read:
+            output.add_guard(None, GuardKind.WRITTEN_APART, (written, read))
+        else:
+            output.add_guard(None, GuardKind.NO_ALIASING, written)
 
 
 def _check_guard_holds(guard: GuardFunction, fn, f_args) -> None:

@@ -494,7 +494,11 @@ def _is_none(var: VariableTracker) -> bool:
 
 @register_builder(torch.nn.Module)
 def _build_module(tx, value, source):
-    if source is not None and tx.output.module_is_generic(value, source):
+    # an RNN module (flat weights checked through weak references, a native kernel) stays
+    # specialized, one graph node, in a generic trace too (torch.compile's builder breaks on
+    # RNN, GRU and LSTM modules unless ``allow_rnn``)
+    if source is not None and tx.output.module_is_generic(value, source) and \
+            not isinstance(value, torch.nn.RNNBase):
         tx.output.add_guard(source, GuardKind.TYPE_MATCH, type(value))
         return NNModuleVariable(value, source=source, specialized=False)
     if source is not None:

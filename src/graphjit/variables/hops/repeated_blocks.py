@@ -356,7 +356,8 @@ def _trace_first(tx, module_var, forward, leaves, spec, key) -> BlockRecord | No
             guards.setdefault(id(g), g)
     recorded = []
     for g in guards.values():
-        if g.kind is GuardKind.NO_ALIASING and any(_path(s, root) is not None for s in g.value):
+        if g.kind is GuardKind.NO_ALIASING and any(_path(s, root) is not None for s in g.value) or \
+                g.kind is GuardKind.WRITTEN_APART and any(_path(s, root) is not None for s in (*g.value[0], *g.value[1])):
             out.block_records[key] = _FAILED  # (distinctness of the block's own tensors: rare)
             return None
         recorded.append((g, _path(g.source, root), _path(g.other, root)))
