@@ -1,0 +1,101 @@
+"""The object ``graphjit.compile(module)`` returns, side by side with torch.compile's
+``OptimizedModule``: ``training`` and ``eval()``, ``state_dict``, parameters, ``.to()``,
+``isinstance``, attribute reads, writes and deletes through the wrapper, ``len`` of a
+compiled ``Sequential``.  Each probe builds the module, wraps it and returns what it
+observes (no call needed); graphjit's outcome (value or exception) must equal
+torch.compile's."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn as nn
+
+import graphjit
+from graphjit.testing import assert_equal
+from test_module_semantics import Scaled  # (the module the semantics cases use)
+
+
+def _training_follows_original(w, m):
+    m.eval()
+    return w.training, m.training
+
+
+def _training_set_on_compiled(w, m):
+    w.training = False
+    return m.training, w.training
+
+
+def _eval_on_compiled(w, m):
+    returned = w.eval()
+    return returned is w, m.training, m.fc.training, w.training
+
+
+def _state_dict_of_compiled(w, m):
+    return dict(w.state_dict())
+
+
+def _parameters_of_compiled(w, m):
+    names = [n for n, _ in w.named_parameters()]
+    return names, all(p is q for p, q in zip(w.parameters(), m.parameters()))
+
+
+def _to_float64_on_compiled(w, m):
+    return w.to(torch.float64) is w, m.fc.weight.dtype
+
+
+def _isinstance_of_compiled(w, m):
+    return isinstance(w, nn.Module), isinstance(w, Scaled)
+
+
+def _getattr_through_compiled(w, m):
+    return w.fc is m.fc, w.scale, hasattr(w, "missing")
+
+
+def _setattr_through_compiled(w, m):
+    w.scale = 5
+    return m.scale, w.scale
+
+
+def _delattr_through_compiled(w, m):
+    del w.scale
+    return hasattr(m, "scale")
+
+
+def _len_of_compiled_sequential(w, m):
+    return len(w)
+
+
+def _seq():
+    return nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+
+
+PROBES = [
+    pytest.param(_training_follows_original, Scaled, id="training_follows_original"),
+    pytest.param(_training_set_on_compiled, Scaled, id="training_set_on_compiled"),
+    pytest.param(_eval_on_compiled, Scaled, id="eval_on_compiled"),
+    pytest.param(_state_dict_of_compiled, Scaled, id="state_dict_of_compiled"),
+    pytest.param(_parameters_of_compiled, Scaled, id="parameters_of_compiled"),
+    pytest.param(_to_float64_on_compiled, Scaled, id="to_float64_on_compiled"),
+    pytest.param(_isinstance_of_compiled, Scaled, id="isinstance_of_compiled"),
+    pytest.param(_getattr_through_compiled, Scaled, id="getattr_through_compiled"),
+    pytest.param(_setattr_through_compiled, Scaled, id="setattr_through_compiled"),
+    pytest.param(_delattr_through_compiled, Scaled, id="delattr_through_compiled"),
+    pytest.param(_len_of_compiled_sequential, _seq, id="len_of_compiled_sequential"),
+]
+
+
+@pytest.mark.parametrize("probe, make", PROBES)
+def test_compiled_object_like_torch_compile(probe, make):
+    outcomes = []
+    for wrap in (lambda m: graphjit.compile(m, backend="eager"),
+                 lambda m: torch.compile(m, backend="eager")):
+        torch.manual_seed(0)
+        m = make()
+        try:
+            outcomes.append(("ok", probe(wrap(m), m)))
+        except Exception as e:  # noqa: BLE001
+            outcomes.append(("raised", type(e), str(e)))
+    ours, theirs = outcomes
+    assert ours[0] == theirs[0], f"graphjit {ours}, torch.compile {theirs}"
+    assert_equal(ours, theirs, "graphjit vs torch.compile")
