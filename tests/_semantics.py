@@ -45,8 +45,9 @@ class Case:
         return self.breaks == 0
 
 
-def case_ids(cases: list[Case]) -> list[str]:
-    return [c.name for c in cases]
+def case_ids(cases: list) -> list[str]:
+    """The cases' names (an entry may be a ``pytest.param`` wrapping a case, an xfail)."""
+    return [(c.values[0] if hasattr(c, "values") else c).name for c in cases]
 
 
 def run_case(case: Case, backend: Any = None) -> CompileCounter:

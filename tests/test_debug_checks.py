@@ -17,16 +17,6 @@ from graphjit.tracer.translator import InstructionTranslator
 from graphjit.variables import ConstantVariable
 
 
-@pytest.fixture(autouse=True)
-def _debug_checks():
-    old = config.debug_checks
-    config.debug_checks = True
-    graphjit.reset()
-    yield
-    config.debug_checks = old
-    graphjit.reset()
-
-
 A = torch.randn(3, 4, generator=torch.Generator().manual_seed(1))
 LST3 = [torch.randn(3, 4, generator=torch.Generator().manual_seed(s)) for s in (4, 5, 6)]
 

@@ -27,23 +27,12 @@ import pytest
 import torch
 
 import graphjit
-from graphjit import config
 from graphjit.testing import assert_equal, check_same
 from graphjit.tracer.translator import (
     UNSUPPORTED_OPCODES,
     InliningTranslator,
     InstructionTranslator,
 )
-
-
-@pytest.fixture(autouse=True)
-def _debug_checks():
-    old = config.debug_checks
-    config.debug_checks = True
-    graphjit.reset()
-    yield
-    config.debug_checks = old
-    graphjit.reset()
 
 
 def opnames(code: types.CodeType) -> set[str]:

@@ -25,9 +25,9 @@ import enum
 
 import pytest
 
-from _semantics import Case, run_case
+from _semantics import Case, parametrize_cases, run_case
 from _shared import seeded_randn
-from graphjit.backends.registry import lookup_backend
+
 
 _r = seeded_randn(4400)
 X = _r(4)
@@ -835,20 +835,11 @@ CASES = [
 ]
 
 
-def _case_id(p) -> str:
-    return (p.values[0] if hasattr(p, "values") else p).name
-
-
-def parametrize(cases):
-    return pytest.mark.parametrize("case", cases, ids=[_case_id(p) for p in cases])
-
-
-@parametrize(CASES)
+@parametrize_cases(CASES)
 def test_eager_backend(case):
     run_case(case)
 
 
-@parametrize(CASES)
+@parametrize_cases(CASES)
 def test_aot_eager_backend(case):
-    # passed as a callable: graphjit.backends does not export lookup_backend (yet)
-    run_case(case, lookup_backend("aot_eager"))
+    run_case(case, "aot_eager")
