@@ -21,9 +21,10 @@ class CompiledModule(torch.nn.Module):
     keys gain an ``_orig_mod.`` prefix) and other attributes are forwarded to it.  What is
     compiled is the call ``mod(*args)`` itself, so a ``forward`` patched on the instance
     later, hooks and ``training`` are seen (and guarded) like in any traced call.  Every
-    ``CompiledModule`` of one class with the same options shares its compiled call, whose
-    entries are generic (``runtime/module_calls.py``): one graph for all instances, as
-    torch.compile's."""
+    ``CompiledModule`` of one class with the same options shares its compiled call
+    (``runtime/module_calls.py``): specialized to the module while it is the only one, generic
+    once a second module of the class is compiled (instances wrapped before their first
+    call: one graph, as torch.compile's)."""
 
     _graphjit_runtime = True  # eager code calls it as it is (it compiles itself)
     #: the wrapper's own state (everything else is the wrapped module's)
