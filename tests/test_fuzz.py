@@ -44,6 +44,7 @@ from graphjit.testing import CompileCounter, check_same
 KNOWN: dict[str, dict[str, list[int]]] = {
     "eager": {
         "test_pop_attribute_from_dict": [],
+        "test_negative_zero_over_a_dynamic_int": [1162, 7056],
     },
     "aot_eager": {
         "test_in_place_on_an_input_saved_for_backward": [368],
@@ -315,3 +316,35 @@ def test_raise_exception_with_init(backend):
     graphjit between ad82e3a and bce186d (graphjit raised Flag('flag flag 1'): the rebuilt
     exception went through ``__init__`` with the message as its argument)."""
     check_same(raise_exception_with_init, X, {"a": 1}, backend=backend)
+
+
+def percent_format_of_a_dynamic_int(x, knob):
+    log = []
+    try:
+        if ("%d-%s" % (knob.a, "k")).startswith("k"):
+            return x, log
+        log.append(1 // 0)
+    except Exception as e:  # noqa: BLE001 (the program's own handler)
+        log.append(str(e))
+    return x + knob.a, log
+
+
+@backends
+def test_percent_format_of_a_dynamic_int(backend):
+    """Fuzz seed 7043: ``'%d-%s' % (knob.a, 'k')`` once ``knob.a`` had become a symbolic int
+    (the third call) raised a TypeError eager does not raise, and the program's own handler
+    caught it: a wrong answer.  The int is now formatted by its value (guarded)."""
+    check_inputs(percent_format_of_a_dynamic_int, [(X, Knob(a=a)) for a in (1, 2, 3, 4)], backend)
+
+
+def negative_zero_over_a_dynamic_int(x, knob):
+    return x + 1, "f={:.3f}".format(-0.0 / (knob.a % 3 + 1))
+
+
+@pytest.mark.xfail(strict=True, reason="graphjit: -0.0 divided by a symbolic int is computed "
+                                       "by sympy, which has no negative zero ('f=0.000')")
+@backends
+def test_negative_zero_over_a_dynamic_int(backend):
+    """Fuzz seeds 1162 and 7056: ``-0.0 / (knob.a % 3 + 1)`` once ``knob.a`` is a symbolic
+    int formats as ``f=0.000`` (eager ``f=-0.000``)."""
+    check_inputs(negative_zero_over_a_dynamic_int, [(X, Knob(a=a)) for a in (1, 2, 3, 4)], backend)

@@ -199,6 +199,21 @@ def scan_sizes(x):
     return c, ys, ys.shape
 
 
+def percent_format_of_sizes(x):
+    # a fuzz program's: ``'%d-%s' % (size, 'k')`` raised a TypeError eager does not (then
+    # caught by the program's own handler: a wrong answer) once the size was symbolic
+    n = x.shape[0]
+    log = []
+    try:
+        log.append("%d-%s" % (n, "k"))
+        log.append("%d" % n)
+        log.append("%s|%r" % (n + 1, [2, "b"]))
+        log.append("%(rows)d rows" % {"rows": n})  # a dict holding a size: run in Python
+    except TypeError as e:
+        log.append(str(e))
+    return x * n, log
+
+
 # --------------------------------------------------------------------------------------
 # calls: a new size each time
 # --------------------------------------------------------------------------------------
@@ -232,6 +247,7 @@ CALLS = {
     "vmap_sizes": (vmap_sizes, _rows(3, 5, 7, 9)),
     "loop_sizes": (loop_sizes, _rows(3, 5, 7, 9)),
     "scan_sizes": (scan_sizes, _rows(3, 5, 7, 9)),
+    "percent_format_of_sizes": (percent_format_of_sizes, _rows(3, 5, 7, 9)),
 }
 
 #: torch.compile's graphs over the calls with (dynamic=None, dynamic=True), counting
@@ -257,6 +273,9 @@ TORCH_COMPILE = {
     "vmap_sizes": (2, 2),
     "loop_sizes": (2, 2),
     "scan_sizes": (2, 2),
+    # (its values differ from eager's: it raises TypeError for ``'%d-%s' % (SymInt, 'k')``,
+    # which the program's handler catches)
+    "percent_format_of_sizes": (2, 2),
 }
 
 
@@ -275,6 +294,9 @@ MORE_GRAPHS = {
     "fstring_of_a_shape": "graphjit specializes the sizes an f-string formats (one entry per size); "
                           "torch.compile gives up on the frame (repr of a symbolic size is not "
                           "implemented: the whole function runs in Python) after its first graph",
+    "percent_format_of_sizes": "graphjit specializes the sizes a %-format formats (one entry per "
+                               "size), as for an f-string; torch.compile keeps one graph by "
+                               "raising a TypeError eager does not raise (a wrong answer)",
 }
 
 

@@ -80,6 +80,8 @@ def binary_op(tx, op: Callable, left: VariableTracker, right: VariableTracker) -
 
 def _container_op(tx, op, left, right) -> VariableTracker:
     base_op = _INPLACE_TO_PLAIN.get(op, op)
+    if base_op is operator.mod and left.is_python_constant() and isinstance(left.as_python_constant(), (str, bytes)):
+        return _percent_format(tx, left.as_python_constant(), right)
     if isinstance(left, BaseSequenceVariable) or isinstance(right, BaseSequenceVariable):
         left, right = _as_sequence(left), _as_sequence(right)  # ``() + (x,)``
     names = _DUNDERS.get(base_op)
@@ -154,6 +156,25 @@ def _container_op(tx, op, left, right) -> VariableTracker:
                                                         VariableTracker.build(tx, op)])
     raise observed(TypeError, f"unsupported operand type(s) for {_name(op)}: "
                               f"'{left.python_type().__name__}' and '{right.python_type().__name__}'")
+
+
+def _percent_format(tx, fmt: str | bytes, right: VariableTracker) -> VariableTracker:
+    """``fmt % args`` (printf-style) with a tuple, list or dict of trackers: a symbolic
+    number is formatted by its value (guarded, as ``str()`` of one); a value whose text is
+    known only when the code runs is a graph break, never an exception eager would not
+    raise.  A malformed format raises eager's error."""
+    def value(var):
+        var = specialized([var])[0]
+        if var.is_python_constant():
+            return var.as_python_constant()
+        raise unsupported("%-formatting of a value computed only when the code runs", describe(var),
+                          "Its text is not known while tracing; the instruction runs in Python.")
+
+    if isinstance(right, BaseSequenceVariable) and issubclass(right.python_type(), tuple):
+        args = tuple(value(item) for item in right.items)  # one argument per item
+    else:
+        args = value(right)  # a list or a dict is one argument (a dict also names them)
+    return VariableTracker.build(tx, call_python("%", operator.mod, fmt, args))
 
 
 _SET_INPLACE = {operator.ior: "update", operator.iand: "intersection_update",
