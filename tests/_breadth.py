@@ -26,7 +26,7 @@ import contextlib
 import torch
 import torch._dynamo
 
-from _semantics import Case, dynamo_counts, parametrize_cases, run_case
+from _semantics import Case, backend_tests, dynamo_counts, parametrize_cases, run_case
 
 
 @contextlib.contextmanager
@@ -68,13 +68,7 @@ def case_tests(cases: list[Case], relation: dict | None = None, torch_wrong=froz
     torch.compile's by ``relation`` (case name -> relation, ``equal`` otherwise)."""
     relation = relation or {}
 
-    @parametrize_cases(cases)
-    def test_eager_backend(case):
-        run_case(case)
-
-    @parametrize_cases(cases)
-    def test_aot_eager_backend(case):
-        run_case(case, "aot_eager")
+    test_eager_backend, test_aot_eager_backend = backend_tests(cases)
 
     @parametrize_cases(cases)
     def test_graph_count_against_torch_compile(case):

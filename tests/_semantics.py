@@ -153,3 +153,19 @@ def check_escaping(case: Case) -> None:
         expected = describe_exception(_raised(case.fn, args))
         for _ in range(2):
             assert_equal(describe_exception(_raised(compiled, args)), expected, "escaped exception")
+
+
+def backend_tests(cases: list):
+    """``(test_eager_backend, test_aot_eager_backend)`` over ``cases``: each case run
+    differential against eager with the counting backend, then with ``aot_eager``; a test
+    module binds them to its ``test_*`` names."""
+
+    @parametrize_cases(cases)
+    def test_eager_backend(case):
+        run_case(case)
+
+    @parametrize_cases(cases)
+    def test_aot_eager_backend(case):
+        run_case(case, "aot_eager")
+
+    return test_eager_backend, test_aot_eager_backend

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 import graphjit
-from _semantics import Case, parametrize_cases, run_case
+from _semantics import Case, backend_tests
 from graphjit.backends.registry import lookup_backend
 from graphjit.testing import CompileCounter
 
@@ -178,14 +178,7 @@ CASES = [
 ]
 
 
-@parametrize_cases(CASES)
-def test_eager_backend(case):
-    run_case(case)
-
-
-@parametrize_cases(CASES)
-def test_aot_eager_backend(case):
-    run_case(case, "aot_eager")
+test_eager_backend, test_aot_eager_backend = backend_tests(CASES)
 
 
 # -- changed between calls --------------------------------------------------------------------

@@ -25,7 +25,7 @@ import enum
 
 import pytest
 
-from _semantics import Case, parametrize_cases, run_case
+from _semantics import Case, backend_tests
 from _shared import seeded_randn
 
 
@@ -835,11 +835,4 @@ CASES = [
 ]
 
 
-@parametrize_cases(CASES)
-def test_eager_backend(case):
-    run_case(case)
-
-
-@parametrize_cases(CASES)
-def test_aot_eager_backend(case):
-    run_case(case, "aot_eager")
+test_eager_backend, test_aot_eager_backend = backend_tests(CASES)

@@ -12,7 +12,7 @@ import dataclasses
 
 import pytest
 
-from _semantics import Case, parametrize_cases, run_case
+from _semantics import Case, backend_tests
 from _shared import seeded_randn
 
 _r = seeded_randn(4400)
@@ -201,11 +201,4 @@ CASES = [
 ]
 
 
-@parametrize_cases(CASES)
-def test_eager_backend(case):
-    run_case(case)
-
-
-@parametrize_cases(CASES)
-def test_aot_eager_backend(case):
-    run_case(case, "aot_eager")
+test_eager_backend, test_aot_eager_backend = backend_tests(CASES)
