@@ -150,6 +150,7 @@ class OutputGraph:
         self.guards: dict[tuple, Guard] = {}
         self.graph_args: list[GraphArg] = []
         self._inputs_by_id: dict[int, TensorVariable] = {}
+        self._input_versions: list[tuple[torch.Tensor, int | None]] = []  # (fake, its version at input)
         self._attrs_by_id: dict[int, tuple[str, Any]] = {}
         #: attribute name -> its one ``get_attr`` node (a body lifts each tensor once)
         self._attr_nodes: dict[str, torch.fx.Node] = {}
@@ -282,12 +283,23 @@ class OutputGraph:
         else:
             fake = self.fake_mode.from_tensor(tensor, static_shapes=True)
         node = self._new_input(source, tensor, fake)
+        self._input_versions.append((fake, None if fake.is_inference() else fake._version))
         self.add_guard(source, GuardKind.TENSOR_MATCH, tensor)
         if wrapper:
             add_wrapper_subclass_guards(self, tensor, source)
         var = TensorVariable(node, fake, source=source)
         self._inputs_by_id[id(tensor)] = var
         return var
+
+    def may_mutate_inputs(self) -> bool:
+        """Whether the graph may write into a tensor input's data: an in-place op on an
+        input or a view of one bumped its fake's version (views share it), or the graph
+        holds a higher-order operator (whose body works on fakes of its own).  An inference
+        tensor keeps no version: it may."""
+        if any(v is None or fake._version != v for fake, v in self._input_versions):
+            return True
+        return any(n.op == "call_function" and isinstance(n.target, torch._ops.HigherOrderOperator)
+                   for n in self.frame_graph.nodes)
 
     def module_is_generic(self, module: torch.nn.Module, source: Source) -> bool:
         """Whether the module read through ``source`` is generic (guarded by type, its

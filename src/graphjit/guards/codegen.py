@@ -386,7 +386,7 @@ def _sorted(guards: list[Guard]) -> list[Guard]:
 
 
 def _collect_parts(ordered: list[Guard], scope: GuardScope, c: _Consts, fn, global_state,
-                   no_aliasing: bool, relaxed_tensors: dict, check_defaults: bool,
+                   no_aliasing: bool | frozenset, relaxed_tensors: dict, check_defaults: bool,
                    dynamic_tensors: dict, shape_guards: ShapeGuards | None,
                    calls: list = ()) -> list[GuardPart]:
     """Every check, cheapest first (see the module docstring); ``calls``: the block
@@ -422,8 +422,9 @@ def _collect_parts(ordered: list[Guard], scope: GuardScope, c: _Consts, fn, glob
     for g in ordered:
         if g.kind in (GuardKind.OBJECT_ALIASING, GuardKind.NO_ALIASING, GuardKind.WRITTEN_APART):
             parts += guard_expressions(g, scope, c)
-    if no_aliasing and len(tensors) >= 2:
-        exprs = [g.source.guard_expr(scope) for g in tensors]
+    distinct = [g for g in tensors if not isinstance(no_aliasing, frozenset) or id(g.value) not in no_aliasing]
+    if no_aliasing is not False and len(distinct) >= 2:
+        exprs = [g.source.guard_expr(scope) for g in distinct]
         if len(exprs) <= 4:
             checks = [f"{a} is not {b}" for i, a in enumerate(exprs) for b in exprs[i + 1:]]
         else:
@@ -433,7 +434,7 @@ def _collect_parts(ordered: list[Guard], scope: GuardScope, c: _Consts, fn, glob
 
 
 def build_guard_function(guards: list[Guard], code: types.CodeType, fn: types.FunctionType,
-                         global_state: list[GlobalQuery], no_aliasing: bool = True,
+                         global_state: list[GlobalQuery], no_aliasing: bool | frozenset = True,
                          closure_arg: bool = False,
                          relaxed_tensors: dict[int, frozenset[str]] | None = None,
                          check_defaults: bool = True, dynamic_tensors: dict | None = None,
@@ -444,7 +445,10 @@ def build_guard_function(guards: list[Guard], code: types.CodeType, fn: types.Fu
     With ``closure_arg`` the function's free variables are read from a keyword-only
     ``___closure`` argument (the closure of the function object being called) instead of
     the closure of ``fn``: one guard then serves every function made from ``code``.
-    ``relaxed_tensors`` maps ``id(tensor)`` to TENSOR_MATCH parts (``"strides"``,
+    ``no_aliasing``: the tensor inputs are distinct objects (one NO_TENSOR_ALIASING
+    check); a frozenset: every one but the tensors with these ids (parameters a graph
+    that writes no input may see twice: as torch.compile's, without its unsoundness);
+    ``False``: no check.  ``relaxed_tensors`` maps ``id(tensor)`` to TENSOR_MATCH parts (``"strides"``,
     ``"keys"``) the compiled artifact does not depend on.  With ``check_defaults`` the
     guard also checks that ``fn.__defaults__``/``__kwdefaults__`` are still the ones the
     guard's own signature was built with (the user may reassign them).

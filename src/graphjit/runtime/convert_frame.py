@@ -297,6 +297,18 @@ def build_entry(fn, tx: InstructionTranslator, output: OutputGraph, global_state
     return CacheEntry(guard, new_fn, graphs, labels)
 
 
+def _may_alias(output: OutputGraph) -> frozenset:
+    """The tensor inputs the compiled graph may receive as one object: the parameters,
+    where the graph writes no input (a module assigned to a second name, tied weights
+    that became one; a graph compiled for distinct ones reads the same values, and
+    autograd sums both gradients into the one leaf).  A graph writing an input must see
+    every input distinct (a write through one name is a read through the other)."""
+    if output.may_mutate_inputs():
+        return frozenset()
+    return frozenset(id(g.value) for g in output.guards.values()
+                     if g.kind is GuardKind.TENSOR_MATCH and isinstance(g.value, torch.nn.Parameter))
+
+
 def _entry_guard(fn, output: OutputGraph, global_state, hooks: Hooks, closure_arg: bool, f_args):
     eager = hooks.compiler_fn is eager_backend
     add_leaf_module_guards(output, tensors=not eager)
@@ -308,7 +320,7 @@ def _entry_guard(fn, output: OutputGraph, global_state, hooks: Hooks, closure_ar
     global_state = [*global_state, *output.torch_function.guard_queries()]
     tf_free = bool(output.torch_function.initial_modes) or has_subclass_inputs(output)
     guard = build_guard_function(needed_guards(output), fn.__code__, fn, global_state,
-                                 no_aliasing=not eager, closure_arg=closure_arg,
+                                 no_aliasing=not eager and _may_alias(output), closure_arg=closure_arg,
                                  relaxed_tensors=relaxed_tensor_checks(output, hooks),
                                  check_defaults=not closure_arg,
                                  dynamic_tensors=output.dynamic_tensors, shape_guards=shape_guards,

@@ -32,7 +32,7 @@ from torch.nn.modules import module as _module_globals
 from .. import config
 from ..exc import RestartAnalysis, Unsupported, observed, unsupported
 from ..guards.guard import GuardKind
-from ..sources import AttrSource, ConstSource, module_attr_source
+from ..sources import AttrSource, ConstSource, LocalSource, module_attr_source
 from . import object_protocol as proto
 from .base import MethodVariable, VariableTracker, in_body, register_builder
 from .constant import ConstantVariable
@@ -207,6 +207,8 @@ class NNModuleVariable(UserObjectVariable):
             if not (is_module or none):
                 raise observed(TypeError, f"cannot assign '{_typename(value)}' as child module '{name}' "
                                           "(torch.nn.Module or None expected)")
+            if is_module:
+                self._expect_other_submodules(tx)
             self._register(tx, regs, "_modules", name, value, "_global_module_registration_hooks")
         elif self._registered(tx, regs, "_buffers", name):
             if not (none or value.is_tensor()):
@@ -218,6 +220,18 @@ class NNModuleVariable(UserObjectVariable):
                            remove_others=False)
         else:
             proto.generic_setattr(tx, self, name, value)
+
+    def _expect_other_submodules(self, tx) -> None:
+        """A frame that puts a module into a submodule slot meets other instances there on
+        its next call (``self.a = self.b``, a module built in ``forward``): identity guards
+        on the submodules would fail every call.  A specialized trace of modules reached
+        through the frame's locals starts again generic (guarded by type and structure, as
+        torch.compile's), so the entry serves whatever module the slot holds next."""
+        shapes = tx.output.shapes
+        if (self.specialized and shapes is not None and not shapes.modules_generic
+                and isinstance(self.source.root(), LocalSource)):
+            shapes.make_modules_generic()
+            raise RestartAnalysis()
 
     def _registry(self, tx, kind: str) -> VariableTracker | None:
         registry = self.instance_dict(tx).lookup(tx, kind)
