@@ -46,6 +46,7 @@ from torch._subclasses.functional_tensor import FunctionalTensor
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode, compute_unbacked_bindings
 from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
+from .attr_fakes import attr_fake
 from ..exc import ObservedException, unsupported
 from ..guards.guard import Guard, GuardKind
 from ..sources import (
@@ -451,7 +452,7 @@ class OutputGraph:
         node = self._attr_nodes.get(name)
         if node is None or node._erased or node.target != name:
             node = self._attr_nodes[name] = self.frame_graph.get_attr(name)
-            node.meta["example_value"] = self.fake_mode.from_tensor(tensor, static_shapes=True)
+            node.meta["example_value"] = attr_fake(self.fake_mode, tensor)
             if origin is not None:
                 node.meta["origin"] = origin
         fake = node.meta["example_value"]
