@@ -116,3 +116,19 @@ def unsupported(gb_type: str, context: str = "", explanation: str = "", hints=()
     """Build (not raise) an :class:`Unsupported`; callers write ``raise unsupported(...)``.
     Without ``hints`` the break gets its kind's hint (``break_hints.py``)."""
     return Unsupported(gb_type, context, explanation, tuple(hints) or hints_for(gb_type))
+
+
+def drop_tracebacks(e: BaseException) -> BaseException:
+    """``e`` (and the exceptions it was raised from) without their tracebacks: a reason
+    kept for later (``graphjit.stats()``, the report) must not keep the tracer's frames
+    alive, and with them the call's arguments.  Returns ``e``."""
+    seen: set[int] = set()
+    stack: list = [e]
+    while stack:
+        x = stack.pop()
+        if x is None or id(x) in seen:
+            continue
+        seen.add(id(x))
+        x.__traceback__ = None
+        stack += [x.__cause__, x.__context__]
+    return e

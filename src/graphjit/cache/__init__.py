@@ -186,7 +186,7 @@ class FrameCache:
             cand.used = True
             _event(self.qualname, "hit", cand.path)
             guard, new_fn, graphs = bound
-            return guard, new_fn, graphs, list(dict.fromkeys(p.label for p in guard.parts))
+            return guard, new_fn, graphs
         if skipped is not None:
             _event(self.qualname, "hit", f"runs in Python: {skipped.path}")
             return Skipped(skipped.header["skip"])

@@ -200,6 +200,7 @@ def capture(qualname: str, guard: GuardFunction, fn: types.FunctionType, entry_f
     recipe: GuardRecipe | None = guard.recipe
     if recipe is None:
         raise NotCacheable("the guard has no recipe")
+    recipe.all_parts()  # (the written entry explains its misses: its constants are all known)
     if not symbolic_ok and any(_symbolic_inputs(cg.gm) or any(isinstance(a.source, FloatTensorSource)
                                                               for a in cg.graph_args) for cg in graphs):
         raise NotCacheable("a graph with symbolic sizes or numbers for a compiling backend")

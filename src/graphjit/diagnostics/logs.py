@@ -9,6 +9,7 @@ import logging
 import os
 import sys
 
+from .. import config
 from .describe import check_user_text
 
 ARTIFACTS = ("graph_code", "bytecode", "guards", "graph_breaks", "recompiles", "decompiled", "cache")
@@ -51,6 +52,13 @@ def set_logs(spec: str | list[str] | tuple[str, ...] | None = None, **flags: boo
 
 def enabled(artifact: str) -> bool:
     return artifact in _enabled
+
+
+def wanted(artifact: str) -> bool:
+    """Whether a text for ``artifact`` should be made: it is logged, or the debug checks
+    read every text (a text costly to make, such as a deep model's guard list, is made
+    only then)."""
+    return artifact in _enabled or config.debug_checks
 
 
 def emit(artifact: str, text: str) -> None:

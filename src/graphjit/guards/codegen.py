@@ -57,7 +57,7 @@ class GuardFunction:
     check: Callable[..., bool]
     make_failures: Callable[[], Callable[..., list]]
     source: str
-    parts: list[GuardPart]
+    _parts: list[GuardPart] | None = None
     _failures_fn: Callable[..., list] | None = None
     #: how it was made (``graphjit.cache`` writes it); set by :func:`instantiate_guard`
     recipe: Any = None
@@ -66,6 +66,18 @@ class GuardFunction:
 
     def __repr__(self) -> str:
         return f"GuardFunction({len(self.parts)} checks)"
+
+    @property
+    def parts(self) -> list[GuardPart]:
+        """The labelled checks one by one (rendered on first use: see :class:`GuardRecipe`)."""
+        if self._parts is None:
+            self._parts = self.recipe.all_parts()
+        return self._parts
+
+    @property
+    def labels(self) -> list[str]:
+        """The checks' labels, each once, in check order."""
+        return list(dict.fromkeys(p.label for p in self.parts))
 
     def failures(self, *args, **kwargs) -> list[str]:
         """Descriptions of the failing checks for these arguments (empty: all pass)."""
@@ -228,6 +240,8 @@ _HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_back
 def guard_expressions(guard: Guard, scope: GuardScope, c: _Consts,
                       relaxed: frozenset[str] = frozenset(), fake=None) -> list[GuardPart]:
     k, v, label = guard.kind, guard.value, guard.label()
+    if type(v) is _Rendered:
+        return v.parts
     if k is GuardKind.GLOBAL_STATE:
         call = f"{c.ref(v.fn, '___' + v.name, identity=True)}({', '.join(repr(a) if type(a) in _SIMPLE_CONSTANTS else c.ref(a) for a in v.args)})"
         return [_equals(label, call, v.expected, c)]
@@ -388,9 +402,10 @@ def _sorted(guards: list[Guard]) -> list[Guard]:
 def _collect_parts(ordered: list[Guard], scope: GuardScope, c: _Consts, fn, global_state,
                    no_aliasing: bool | frozenset, relaxed_tensors: dict, check_defaults: bool,
                    dynamic_tensors: dict, shape_guards: ShapeGuards | None,
-                   calls: list = ()) -> list[GuardPart]:
+                   calls: list = (), tensor_section: tuple | None = None) -> list[GuardPart]:
     """Every check, cheapest first (see the module docstring); ``calls``: the block
-    functions' calls that stand for the rest of the guards (``guards/blocks.py``)."""
+    functions' calls that stand for the rest of the guards (``guards/blocks.py``);
+    ``tensor_section``: the tensors' checks rendered already (:func:`_tensor_section`)."""
     parts: list[GuardPart] = []
     for q in global_state:  # the mode stacks first: checked before any tensor is read
         if q.name in MODE_STATE:
@@ -414,23 +429,61 @@ def _collect_parts(ordered: list[Guard], scope: GuardScope, c: _Consts, fn, glob
             continue
         parts.append(_equals(f"global {q.name}", f"{c.ref(q.fn, '___' + q.name.lower(), identity=True)}()",
                              q.expected, c))
-    tensors = [g for g in ordered if g.kind is GuardKind.TENSOR_MATCH]
-    for g in tensors:
-        relaxed = relaxed_tensors.get(id(g.value), frozenset())
-        parts += guard_expressions(g, scope, c, relaxed, dynamic_tensors.get(id(g.value)))
+    tensor_parts, aliasing_parts = tensor_section or _tensor_section(ordered, scope, c, no_aliasing,
+                                                                      relaxed_tensors, dynamic_tensors)
+    parts += tensor_parts
     parts += _shape_parts(shape_guards, scope)
     for g in ordered:
         if g.kind in (GuardKind.OBJECT_ALIASING, GuardKind.NO_ALIASING, GuardKind.WRITTEN_APART):
             parts += guard_expressions(g, scope, c)
+    return parts + aliasing_parts
+
+
+#: guards whose value is the guarded container itself (its items may be the call's tensors)
+_HOLDING = (GuardKind.LENGTH_CHECK, GuardKind.DICT_KEYS)
+
+
+class _Rendered:
+    """A guard's readable checks rendered when its function was built, in place of its
+    value (the lazily rendered list must not keep the call's objects alive)."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self, parts: list[GuardPart]) -> None:
+        self.parts = parts
+
+    def __repr__(self) -> str:
+        return f"_Rendered({len(self.parts)} checks)"
+
+
+def _light(g: Guard, scope: GuardScope, c: _Consts) -> Guard:
+    if g.kind in _HOLDING:
+        rendered = _Rendered(guard_expressions(g, scope, c))
+        g.label()  # (computed from the value, kept)
+        light = dataclasses.replace(g, value=rendered)
+        object.__setattr__(light, "_label", g.label())
+        return light
+    return g
+
+
+def _tensor_section(ordered: list[Guard], scope: GuardScope, c: _Consts, no_aliasing: bool | frozenset,
+                    relaxed_tensors: dict, dynamic_tensors: dict) -> tuple[list[GuardPart], list[GuardPart]]:
+    """The tensors' checks, and the check that they are distinct objects."""
+    tensors = [g for g in ordered if g.kind is GuardKind.TENSOR_MATCH]
+    parts: list[GuardPart] = []
+    for g in tensors:
+        relaxed = relaxed_tensors.get(id(g.value), frozenset())
+        parts += guard_expressions(g, scope, c, relaxed, dynamic_tensors.get(id(g.value)))
     distinct = [g for g in tensors if not isinstance(no_aliasing, frozenset) or id(g.value) not in no_aliasing]
+    aliasing: list[GuardPart] = []
     if no_aliasing is not False and len(distinct) >= 2:
         exprs = [g.source.guard_expr(scope) for g in distinct]
         if len(exprs) <= 4:
             checks = [f"{a} is not {b}" for i, a in enumerate(exprs) for b in exprs[i + 1:]]
         else:
             checks = [f"len({{{', '.join(f'id({e})' for e in exprs)}}}) == {len(exprs)}"]
-        parts += [GuardPart("global NO_TENSOR_ALIASING", expr) for expr in checks]
-    return parts
+        aliasing = [GuardPart("global NO_TENSOR_ALIASING", expr) for expr in checks]
+    return parts, aliasing
 
 
 def build_guard_function(guards: list[Guard], code: types.CodeType, fn: types.FunctionType,
@@ -472,11 +525,19 @@ def build_guard_function(guards: list[Guard], code: types.CodeType, fn: types.Fu
     ordered = _sorted(guards)
     options = (fn, global_state, no_aliasing, relaxed_tensors, check_defaults,
                dynamic_tensors or {}, shape_guards)
-    counting = scope(count=True)
-    parts = _collect_parts(ordered, counting, c, *options)  # readable, one by one (why)
     rest, block_fns, calls = blocks.plan(ordered) if config.guard_block_functions else (ordered, [], [])
-    fast = _collect_parts(merge_absent_keys(rest), scope(uses=counting.counts), c, *options,
+    checked = merge_absent_keys(rest)
+    counting = scope(count=True)  # (the reads shared between checks: each read once)
+    _collect_parts(checked, counting, c, *options, calls=calls)
+    fast = _collect_parts(checked, scope(uses=counting.counts), c, *options,
                           calls=calls)  # shared reads, each repeated block by its function
+    # the readable checks, one by one (why a call missed), are rendered when first needed;
+    # the tensors' now (the guards would otherwise keep the call's tensors alive)
+    readable_tensors = _tensor_section(ordered, scope(), c, no_aliasing, relaxed_tensors, dynamic_tensors or {})
+    untensored = [_light(g, scope(), c) for g in ordered if g.kind is not GuardKind.TENSOR_MATCH]
+
+    def readable() -> tuple[list[GuardPart], _Consts]:
+        return _collect_parts(untensored, scope(), c, *options, tensor_section=readable_tensors), c
     defs = "".join(blocks.function_source(b, c, guard_expressions, merge_absent_keys) for b in block_fns)
 
     sig = signature_text(code, ("___closure",) if closure_arg else ())
@@ -507,9 +568,9 @@ def build_guard_function(guards: list[Guard], code: types.CodeType, fn: types.Fu
         guard_src = defs + _two_tier_source(code, sig, body, footprint, ordered, scope, c, options)
         words = footprint.words
     recipe = GuardRecipe(code.co_name, sig, list(c.names), list(c.info), _helper_names(shape_guards is not None),
-                         [] if closure_arg else list(code.co_freevars), closure_arg, guard_src, parts,
+                         [] if closure_arg else list(code.co_freevars), closure_arg, guard_src, None,
                          (frozenset(code.co_varnames + code.co_freevars), tuple(safe_names(code).items()),
-                          closure_index), words=words, n_mode_state=n_mode_state)
+                          closure_index), words=words, n_mode_state=n_mode_state, _lazy=readable)
     return instantiate_guard(recipe, fn, c.values)
 
 
@@ -650,13 +711,27 @@ class GuardRecipe:
     free: list[str]
     closure_arg: bool
     guard_src: str
-    parts: list[GuardPart]
+    parts: list[GuardPart] | None
     scope_args: tuple = ()
     #: the words of a two-tier guard, ``(pin index, kind)`` (empty: one tier)
     words: list = dataclasses.field(default_factory=list)
     #: how many of ``parts`` are the mode-state checks (run with torch function on)
     n_mode_state: int = 0
     _make_code: types.CodeType | None = None
+    #: renders ``parts`` when they are first needed (``None``: rendered); it may add
+    #: constants (:meth:`all_parts` then takes the constants' lists again)
+    _lazy: Callable[[], tuple] | None = dataclasses.field(default=None, repr=False, compare=False)
+
+    def all_parts(self) -> list[GuardPart]:
+        """The labelled checks one by one, for failure messages, logs and the cache.  A
+        new entry's guard renders them on first use, not when it is built (most entries
+        never explain a miss; a deep model's guard has thousands)."""
+        if self._lazy is not None:
+            lazy, self._lazy = self._lazy, None
+            self.parts, c = lazy()
+            if len(c.names) != len(self.const_names):  # (a constant only the readable checks name)
+                self.const_names, self.consts, self._make_code = list(c.names), list(c.info), None
+        return self.parts
 
     def make_code(self) -> types.CodeType:
         """The compiled ``___make`` of the check (compiled once)."""
@@ -672,7 +747,7 @@ class GuardRecipe:
             f"                ({p.label + ': ' + p.expr!r}, lambda: {p.expr}, "
             f"{'None' if p.actual is None else 'lambda: ' + p.actual}, {p.expected!r}, "
             f"{'___no_torch_function' if i >= self.n_mode_state else '___no_context'}),\n"
-            for i, p in enumerate(self.parts))
+            for i, p in enumerate(self.all_parts()))
         return (
             f"    def ___failures({self.sig}):\n"
             "        ___out = []\n"
@@ -758,18 +833,20 @@ def make_guard_callable(recipe: GuardRecipe, code: types.CodeType, fn: types.Fun
 def instantiate_guard(recipe: GuardRecipe, fn: types.FunctionType, values: list[Any],
                       make_code: types.CodeType | None = None) -> GuardFunction:
     """The :class:`GuardFunction` of ``recipe`` for ``fn``, its constants ``values``."""
-    cells = [*values, *guard_helpers(recipe, fn)]
+    helpers = guard_helpers(recipe, fn)
+    cells = [*values, *helpers]
     names = recipe.const_names + recipe.helper_names
 
     def failures():
-        code = compile(recipe.module_src(recipe.why_src(), "___failures"), f"<graphjit guard {recipe.name}>", "exec")
-        return make_guard_callable(recipe, code, fn, cells, names)
+        src = recipe.why_src()  # (renders the parts: ``values``, the builder's list, may grow)
+        code = compile(recipe.module_src(src, "___failures"), f"<graphjit guard {recipe.name}>", "exec")
+        return make_guard_callable(recipe, code, fn, [*values, *helpers], recipe.const_names + recipe.helper_names)
 
     check = make_guard_callable(recipe, make_code or recipe.make_code(), fn, cells, names)
     state = None
     if isinstance(check, tuple):  # two tiers: connect the snapshot to the full check and pins
         check, state = _connect(recipe, fn, check, cells, names)
-    guard = GuardFunction(check, failures, textwrap.dedent(recipe.guard_src), recipe.parts)
+    guard = GuardFunction(check, failures, textwrap.dedent(recipe.guard_src))
     guard.recipe, guard.fast_state = recipe, state
     return guard
 

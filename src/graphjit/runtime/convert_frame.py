@@ -26,7 +26,7 @@ from ..bytecode import assemble, format_code
 from ..diagnostics import logs
 from ..distributed import graph_compiler
 from ..diagnostics.format import graph_code, guards_text
-from ..exc import InternalError, RestartAnalysis, Unsupported
+from ..exc import InternalError, RestartAnalysis, Unsupported, drop_tracebacks
 from ..graph.breaks import BreakCodegen, break_values
 from ..graph.codegen import PyCodegen
 from ..graph.compile import (
@@ -95,7 +95,10 @@ class CacheEntry:
     guard: GuardFunction
     fn: types.FunctionType
     graphs: list[CompiledGraph]
-    guard_labels: list[str]
+
+    @property
+    def guard_labels(self) -> list[str]:
+        return self.guard.labels
 
     def __repr__(self) -> str:
         return f"CacheEntry({self.fn.__qualname__}, {len(self.graphs)} graphs, {self.guard!r})"
@@ -292,9 +295,13 @@ def build_entry(fn, tx: InstructionTranslator, output: OutputGraph, global_state
     new_fn = types.FunctionType(new_code, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
     new_fn.__kwdefaults__ = fn.__kwdefaults__
     new_fn.__qualname__ = fn.__qualname__
-    guard, labels = _entry_guard(fn, output, global_state, hooks, closure_arg, f_args)
-    _log_entry(code, new_code, graphs, labels)
-    return CacheEntry(guard, new_fn, graphs, labels)
+    guard = _entry_guard(fn, output, global_state, hooks, closure_arg, f_args)
+    _log_entry(code, new_code, graphs, guard)
+    for compiled in graphs:  # the backend has its examples: the entry keeps no call's tensor alive
+        for arg in compiled.graph_args:
+            if isinstance(arg.example, torch.Tensor):
+                arg.example = None
+    return CacheEntry(guard, new_fn, graphs)
 
 
 def _may_alias(output: OutputGraph) -> frozenset:
@@ -329,7 +336,7 @@ def _entry_guard(fn, output: OutputGraph, global_state, hooks: Hooks, closure_ar
     if config.debug_checks and not closure_arg:
         with torch_function_as_at_call(output.torch_function):
             _check_guard_holds(guard, fn, f_args)
-    return guard, list(dict.fromkeys(p.label for p in guard.parts))
+    return guard
 
 
 def frame_values(fn, f_args) -> dict | None:
@@ -357,9 +364,10 @@ def has_subclass_inputs(output: OutputGraph) -> bool:
 def _passthrough_entry(fn, output: OutputGraph, global_state, hooks: Hooks, closure_arg: bool,
                        f_args) -> CacheEntry:
     """An entry that runs ``fn`` itself: the trace found nothing to compile."""
-    guard, labels = _entry_guard(fn, output, global_state, hooks, closure_arg, f_args)
-    logs.emit("guards", guards_text(labels))
-    return CacheEntry(guard, fn, [], labels)
+    guard = _entry_guard(fn, output, global_state, hooks, closure_arg, f_args)
+    if logs.wanted("guards"):
+        logs.emit("guards", guards_text(guard.labels))
+    return CacheEntry(guard, fn, [])
 
 
 def class_closure(fn: types.FunctionType) -> tuple | None:
@@ -529,7 +537,7 @@ def _record_break(fn, bp) -> None:
         bp.reason.instruction = bp.inst.opname
     bp.reason.resumed = _RESUMED[bp.kind]
     stats.bump("graph_breaks")
-    stats.record("break_reasons", bp.reason)
+    stats.record("break_reasons", drop_tracebacks(bp.reason))  # (not the trace's frames)
     logs.emit("graph_breaks", f"Graph break in {fn.__qualname__} at {bp.reason.instruction} "
                               f"({bp.reason.resumed}): {bp.reason}")
 
@@ -538,8 +546,8 @@ _RESUMED = {"resume": "the instruction runs in Python, then a resume function",
             "step": "the rest of the frame runs in Python, its calls compiled"}
 
 
-def _log_entry(code, new_code, graphs: list[CompiledGraph], labels: list[str]) -> None:
-    for compiled in graphs:
+def _log_entry(code, new_code, graphs: list[CompiledGraph], guard: GuardFunction) -> None:
+    for compiled in graphs if logs.wanted("graph_code") else ():
         logs.emit("graph_code", graph_code(compiled.gm, compiled.name))
     if logs.enabled("bytecode"):
         logs.emit("bytecode", format_code(code, title=f"ORIGINAL BYTECODE {code.co_name} "
@@ -547,4 +555,5 @@ def _log_entry(code, new_code, graphs: list[CompiledGraph], labels: list[str]) -
         logs.emit("bytecode", format_code(new_code, title="MODIFIED BYTECODE"))
     if logs.enabled("decompiled"):
         logs.emit("decompiled", entry_text(new_code))
-    logs.emit("guards", guards_text(labels))
+    if logs.wanted("guards"):
+        logs.emit("guards", guards_text(guard.labels))

@@ -28,7 +28,7 @@ from .. import config
 from ..backends.registry import lookup_backend
 from ..diagnostics import logs
 from ..graph.shapes import RECEIVER_CODES, ShapePolicy
-from ..exc import InternalError, Unsupported
+from ..exc import InternalError, Unsupported, drop_tracebacks
 from ..variables.grad_mode import GradModeExit
 from ..variables.nn_module import has_hooks
 from ..report import record
@@ -440,6 +440,7 @@ class CompiledFunction:
             logs.emit("graph_breaks", f"Graph break in {self._fn.__qualname__}: {e}")
             if self._fullgraph:
                 raise
+            drop_tracebacks(e)  # (kept in stats: not the trace's frames, nor the call's arguments)
             self._skip(e.reason)
             persist.save_skip(self, self._fn.__code__, "function", e.reason)
             return self._eager()

@@ -88,8 +88,8 @@ def load(dispatcher, fn: types.FunctionType, code: types.CodeType, kind: str, ar
                                                      session.compiler_fn, restoring_modes)
     if found is None or isinstance(found, cache.Skipped):
         return found
-    guard, new_fn, graphs, labels = found
-    return CacheEntry(guard, new_fn, graphs, labels)
+    guard, new_fn, graphs = found
+    return CacheEntry(guard, new_fn, graphs)
 
 
 def save(dispatcher, fn: types.FunctionType, code: types.CodeType, kind: str, entry: CacheEntry,
