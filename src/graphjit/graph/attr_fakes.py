@@ -50,9 +50,10 @@ def attr_fake(fake_mode: FakeTensorMode, t: torch.Tensor) -> FakeTensor:
         return fake_mode.from_tensor(t, static_shapes=True)
     with no_dispatch():
         meta = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
-        if meta.untyped_storage().nbytes() != storage.nbytes():
-            return fake_mode.from_tensor(t, static_shapes=True)  # (part of a larger storage)
-        fake = FakeTensor(fake_mode, meta, t.device)
+        whole = meta.untyped_storage().nbytes() == storage.nbytes()
+        fake = FakeTensor(fake_mode, meta, t.device) if whole else None
+    if fake is None:  # (part of a larger storage)
+        return fake_mode.from_tensor(t, static_shapes=True)
     if t.requires_grad:
         fake.requires_grad_(True)
     if type(t) is torch.nn.Parameter:
