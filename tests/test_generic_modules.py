@@ -292,3 +292,37 @@ def test_tied_submodules(backend):
     net.layers[1].b = nn.Linear(4, 4)  # no longer tied: the aliasing guard fails
     _check(compiled, net, x)
     assert cnt.frame_count == n + 1
+
+
+class _Pair(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList([Block(), Block()])
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = b(x)
+        return x
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_generic_inputs_read_each_registry_once(backend):
+    """The parameters of a generic module's submodules are graph inputs; the transformed
+    code reads each ``_modules``/``_parameters`` dict they share once, and the call still
+    follows every change of the tree (a parameter replaced, a block swapped)."""
+    from graphjit.runtime.dispatch import all_entries
+    torch.manual_seed(0)
+    a, b = _Pair(), _Pair()
+    graphjit.reset()
+    ca = graphjit.compile(a, backend=backend)
+    graphjit.compile(b, backend=backend)
+    x = torch.randn(2, 4)
+    torch.testing.assert_close(ca(x), a(x))
+    code = next(e.fn.__code__ for e in all_entries() if e.graphs)
+    names = [i.argval for i in __import__("dis").get_instructions(code) if i.opname == "LOAD_ATTR"]
+    assert names.count("_modules") == 4, names  # obj, blocks, and each block once (each param: 3)
+    assert names.count("_parameters") == 4, names  # (lin and norm of each block)
+    a.blocks[1].lin.weight = nn.Parameter(torch.randn(4, 4))
+    torch.testing.assert_close(ca(x), a(x))
+    a.blocks[0] = b.blocks[1]
+    torch.testing.assert_close(ca(x), a(x))

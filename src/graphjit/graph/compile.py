@@ -16,6 +16,7 @@ from ..exc import InternalError
 from ..variables import TensorVariable, VariableTracker
 from ..variables.sym_node import SymNodeVariable, reload_source
 from ..variables.mode_stack import overrides_torch_function, without_torch_function
+from ..sources import AttrSource, ChainedSource, GetItemSource, LocalSource
 from .codegen import PyCodegen
 from .output_graph import GraphArg, OutputGraph
 
@@ -120,11 +121,12 @@ def compile_graph(compiled: CompiledGraph, compiler_fn) -> None:
 
 def codegen_call_graph(cg: PyCodegen, compiled: CompiledGraph, out_nodes: list[torch.fx.Node]) -> None:
     """``___out_0, ... = compiled(*inputs)``: call the graph, unpack into temp locals."""
+    temps = _read_shared_registries(cg, [arg.source for arg in compiled.graph_args])
     cg.push_null()
     cg.load_const(compiled)
     cg.append(create_instruction("LOAD_ATTR", argval="fn"))  # the backend's callable itself
     for arg in compiled.graph_args:
-        cg.extend(arg.source.reconstruct())
+        cg.extend(_from_temps(arg.source, temps).reconstruct())
     cg.call(len(compiled.graph_args))
     if not out_nodes:
         cg.append(create_instruction("POP_TOP"))
@@ -152,3 +154,57 @@ def prefix_instructions(instructions) -> list:
 
 def code_overrides(code: types.CodeType, cg: PyCodegen) -> dict:
     return {"co_varnames": code.co_varnames + tuple(cg.new_varnames)}
+
+
+_REGISTRIES = ("_modules", "_parameters", "_buffers")
+
+
+def _registry_steps(source) -> list:
+    """The module-tree reads ``source`` is made of, outermost first: each registry dict
+    (``m._modules``, ``m._parameters``, ``m._buffers``) and each item read from one."""
+    out = []
+    while isinstance(source, ChainedSource):
+        base = source.base
+        if isinstance(source, AttrSource) and source.attr in _REGISTRIES or \
+                isinstance(source, GetItemSource) and isinstance(base, AttrSource) and base.attr == "_modules":
+            out.append(source)
+        source = base
+    return out[::-1]
+
+
+def _read_shared_registries(cg: PyCodegen, sources: list) -> dict:
+    """Module-tree reads shared by two or more graph inputs (the parameters of a generic
+    module's submodules, each a chain from the frame's module), each read once into a
+    temporary before the graph's call: a 24-layer model passes hundreds of parameters,
+    whose chains repeat the same ``_modules`` lookups.  These reads are of plain dicts
+    (the guard checked their types), so reading them once reads the same objects."""
+    counts: dict = {}
+    for source in sources:
+        for step in _registry_steps(source):
+            counts[step] = counts.get(step, 0) + 1
+    temps: dict = {}
+    for step in dict.fromkeys(s for source in sources for s in _registry_steps(source)):
+        if counts[step] < 2 or step in temps:
+            continue
+        cg.extend(_from_temps(step, temps).reconstruct())
+        name = cg.new_var("tree")
+        cg.store_fast(name)
+        temps[step] = LocalSource(name)
+    return temps
+
+
+def _from_temps(source, temps: dict):
+    """``source`` read from the deepest of its steps held in a temporary."""
+    if not temps:
+        return source
+    chain = []
+    node = source
+    while isinstance(node, ChainedSource) and node not in temps:
+        chain.append(node)
+        node = node.base
+    if node not in temps:
+        return source
+    node = temps[node]
+    for step in reversed(chain):
+        node = step.with_base(node)
+    return node
