@@ -1,5 +1,6 @@
 """Fake tensors for the tensors a graph holds as attributes (a specialized module's
-parameters and buffers), made without the general converter where that is exact.
+parameters and buffers) and for its inputs of static sizes (a generic module's), made
+without the general converter where that is exact.
 
 ``FakeTensorMode.from_tensor`` describes a tensor in full (views, storage sharing,
 subclasses, gradients, symbolic sizes) before it builds the fake: about 100 µs a tensor,

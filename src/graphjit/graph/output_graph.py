@@ -282,7 +282,7 @@ class OutputGraph:
             self.input_contexts[source] = context
             self.dynamic_tensors[id(tensor)] = fake
         else:
-            fake = self.fake_mode.from_tensor(tensor, static_shapes=True)
+            fake = attr_fake(self.fake_mode, tensor)  # (static: a parameter of a generic module, say)
         node = self._new_input(source, tensor, fake)
         self._input_versions.append((fake, None if fake.is_inference() else fake._version))
         self.add_guard(source, GuardKind.TENSOR_MATCH, tensor)
