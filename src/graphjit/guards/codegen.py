@@ -30,6 +30,7 @@ from .. import config
 from ..exc import InternalError
 from . import blocks, memory
 from .footprint import STRUCTURAL, analyze, builtins_dict, held_source, word_addresses
+from .pin_program import pin_program, run_pins
 from .shapes import ShapeGuards
 from ..sources import ConstSource, GuardScope, TypeSource
 from .guard import MODE_STATE, GlobalQuery, Guard, GuardKind
@@ -590,12 +591,19 @@ def _two_tier_source(code, sig: str, body: str, footprint, ordered: list[Guard],
     _collect_parts(residual, counting, c, *options)
     fast = _collect_parts(merge_absent_keys(residual), scope(uses=counting.counts), c, *options)
     fast_body = " and\n                    ".join(f"({p.expr})" for p in fast) or "True"
-    pin_scope = scope(count=True)
-    for pin in footprint.pins:
-        if not isinstance(pin, str):
-            pin.guard_expr(pin_scope)
-    cse = scope(uses=pin_scope.counts)
-    pins = "".join(f"{p if isinstance(p, str) else p.guard_expr(cse)}, " for p in footprint.pins)
+    params = _param_names(code, "___closure" in sig)
+    program = pin_program(footprint.pins, params, lambda v: c.ref(v, identity=True))
+    if program is not None:  # (read on a snapshot only: a program, not code to compile)
+        steps, outputs, consts = program
+        pins = (f"___run_pins({c.ref((steps, outputs))}, ({''.join(p + ', ' for p in params)}), "
+                f"({''.join(n + ', ' for n in consts)}), ___G)")
+    else:
+        pin_scope = scope(count=True)
+        for pin in footprint.pins:
+            if not isinstance(pin, str):
+                pin.guard_expr(pin_scope)
+        cse = scope(uses=pin_scope.counts)
+        pins = "(" + "".join(f"{p if isinstance(p, str) else p.guard_expr(cse)}, " for p in footprint.pins) + ")"
     forward = call_text(code, ("___closure",) if "___closure" in sig else ())
     # a generic module argument: the snapshot's words are its object's (see footprint.py)
     same_roots = "".join(f" and {src.guard_expr(scope())} is ___s[3][{i}]" for i, src in footprint.roots)
@@ -607,7 +615,7 @@ def _two_tier_source(code, sig: str, body: str, footprint, ordered: list[Guard],
         f"        except Exception:  # a value of another shape: not this entry\n"
         f"            return False\n"
         f"    def ___pins({sig}):\n"
-        f"        return ({pins})\n"
+        f"        return {pins}\n"
         f"    def ___guard({sig}):\n"
         f"        ___s = ___state.words\n"
         f"        if ___s is not None:\n"
@@ -620,6 +628,14 @@ def _two_tier_source(code, sig: str, body: str, footprint, ordered: list[Guard],
         f"        return ___state.slow({forward})\n"
         f"    ___guard = (___guard, ___full, ___pins)\n"
     )
+
+
+def _param_names(code: types.CodeType, closure_arg: bool) -> list[str]:
+    """The names of ``code``'s parameters as its guard's signature writes them."""
+    rename = safe_names(code)
+    n = code.co_argcount + code.co_kwonlyargcount + bool(code.co_flags & inspect.CO_VARARGS) \
+        + bool(code.co_flags & inspect.CO_VARKEYWORDS)
+    return [rename.get(name, name) for name in code.co_varnames[:n]] + (["___closure"] if closure_arg else [])
 
 
 def call_text(code: types.CodeType, extra_kwonly: tuple[str, ...] = ()) -> str:
@@ -780,7 +796,7 @@ class GuardRecipe:
 
 def _helper_names(shapes: bool) -> list[str]:
     names = ["___dispatch_keys", "___object_getattribute", "___G", "___self_fn", "___state", "___builtins_dict",
-             "___no_torch_function", "___no_context"]
+             "___no_torch_function", "___no_context", "___run_pins"]
     return names + ["math", "sympy_floor"] if shapes else names
 
 
@@ -790,7 +806,7 @@ def guard_helpers(recipe: GuardRecipe, fn: types.FunctionType) -> list[Any]:
     known = {"___dispatch_keys": torch._C._dispatch_keys, "___object_getattribute": object.__getattribute__,
              "___G": fn.__globals__, "___self_fn": fn, "math": math, "sympy_floor": math.floor,
              "___builtins_dict": builtins_dict, "___no_torch_function": torch._C.DisableTorchFunction,
-             "___no_context": contextlib.nullcontext}
+             "___no_context": contextlib.nullcontext, "___run_pins": run_pins}
     return [FastState(recipe.words) if n == "___state" else known[n] for n in recipe.helper_names]
 
 
