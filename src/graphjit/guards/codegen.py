@@ -116,6 +116,20 @@ class _Consts:
         self.names: list[str] = []
         self.info: list[ConstInfo] = []
         self._by_id: dict[int, int] = {}  # id(value) -> its index
+        self._tensor_meta: dict[int, tuple] = {}  # id(tensor) -> (shape, stride, dispatch keys)
+
+    def end_build(self) -> None:
+        """The guard is built: its tensors' ids may be reused from now on."""
+        self._tensor_meta.clear()
+
+    def tensor_meta(self, t: torch.Tensor) -> tuple:
+        """``t``'s shape, strides and dispatch keys, the same objects each time the checks
+        are written (a guard writes them several times: one constant each, not one per
+        pass)."""
+        meta = self._tensor_meta.get(id(t))
+        if meta is None:
+            meta = self._tensor_meta[id(t)] = (t.shape, t.stride(), torch._C._dispatch_keys(t))
+        return meta
 
     def ref(self, value: Any, name: str | None = None, *, identity: bool = False, bind: Any = None) -> str:
         index = self._by_id.get(id(value))
@@ -186,17 +200,17 @@ def _tensor_parts(label: str, E, t: torch.Tensor, c: _Consts, strides: bool = Tr
     if fake is not None:
         return parts + _dynamic_tensor_parts(label, E, fake, strides, c) + (
             [_keys_part(label, E, t, c)] if keys else [])
-    parts.append(GuardPart(label, f"{E()}.shape == {c.ref(t.shape)}", f"{E()}.shape", str(t.shape)))
+    shape, stride, _ = c.tensor_meta(t)
+    parts.append(GuardPart(label, f"{E()}.shape == {c.ref(shape)}", f"{E()}.shape", str(shape)))
     if strides:
-        parts.append(GuardPart(label, f"{E()}.stride() == {c.ref(t.stride())}", f"{E()}.stride()",
-                               str(t.stride())))
+        parts.append(GuardPart(label, f"{E()}.stride() == {c.ref(stride)}", f"{E()}.stride()", str(stride)))
     if keys:
         parts.append(_keys_part(label, E, t, c))
     return parts
 
 
 def _keys_part(label: str, E, t: torch.Tensor, c: _Consts) -> GuardPart:
-    keyset = torch._C._dispatch_keys(t)
+    keyset = c.tensor_meta(t)[2]
     return GuardPart(label, f"___dispatch_keys({E()}) == {c.ref(keyset)}", f"___dispatch_keys({E()})", str(keyset))
 
 
@@ -572,6 +586,7 @@ def build_guard_function(guards: list[Guard], code: types.CodeType, fn: types.Fu
                          [] if closure_arg else list(code.co_freevars), closure_arg, guard_src, None,
                          (frozenset(code.co_varnames + code.co_freevars), tuple(safe_names(code).items()),
                           closure_index), words=words, n_mode_state=n_mode_state, _lazy=readable)
+    c.end_build()
     return instantiate_guard(recipe, fn, c.values)
 
 
