@@ -1,6 +1,6 @@
 """Compile and run cost: the persistent cache, guard time, depth scaling, steady state.
 
-    python benchmarks/bench_cache.py [--sections cache,guards,depth,steady]
+    python benchmarks/bench_cache.py [--sections cache,guards,depth,depth_cpu,steady]
                                      [--models gpt2,bert,...] [--inductor] [--json out.json]
                                      [--steady-models mlp,cnn,...] [--steady-backend inductor]
 
@@ -22,6 +22,10 @@ Sections (each a markdown table on stdout; progress on stderr):
     ``use_cache=False`` (the blocks are traced once: ``config.reuse_repeated_blocks``)
     and ``use_cache=True`` (each block writes the ``DynamicCache``: a side effect, so
     every block is traced inline).
+``depth_cpu`` the depth target's measurement (not in the default sections): the main
+    thread's CPU time of the cold first call, 2 and 24 layers (``--depths``),
+    ``--depth-runs`` interleaved rounds (10), minimum and median and the 24/2 ratio, for
+    graphjit (``--depth-systems graphjit,torch.compile`` adds torch.compile: ~3 s a run).
 ``steady`` steady state of single-graph models (the zoo's, plus peft LoRA on GPT-2 and
     LLaMA, an x-transformers decoder, monai's UNet, an MLP and a CNN), backend ``eager``
     (``--steady-backend inductor``: each system's own inductor): eager, graphjit and
@@ -208,6 +212,48 @@ def section_depth(depths=(2, 6, 12, 24), use_cache: bool = True) -> list[dict]:
     return rows
 
 
+def section_depth_cpu(depths=(2, 24), runs: int = 10, systems: tuple[str, ...] = ("graphjit",)) -> dict:
+    """Cold first call vs depth as the README's target is measured: for each system, the
+    main thread's CPU time of the first call (one torch thread, gc off during the call),
+    ``runs`` interleaved rounds over the depths, minimum and median per depth and the
+    ratio of the deepest to the shallowest (single wall-clock runs are too noisy for a
+    ratio of ~2 on a shared machine)."""
+    print(f"\n## Cold first call vs depth, CPU time, min and median of {runs} interleaved runs "
+          "(GPT-2, use_cache=False, backend eager, seconds)\n")
+    print("| system | " + " | ".join(f"{n} layers min / median" for n in depths) + " | ratio min | ratio median |")
+    print("|---|" + "---|" * (len(depths) + 2))
+    old = graphjit.config.cache_dir
+    graphjit.config.cache_dir = None
+    out: dict = {}
+    try:
+        with torch.no_grad():
+            for system in harness.SYSTEMS:
+                if system.name not in systems:
+                    continue
+                system.reset()
+                m, kw = gpt2_layers(1)
+                system.compile(m, "eager")(**kw)  # (lazy imports not counted)
+                times: dict[int, list[float]] = {n: [] for n in depths}
+                for _ in range(runs):
+                    for n in depths:
+                        system.reset()
+                        m, kw = gpt2_layers(n, False)
+                        compiled = system.compile(m, "eager")
+                        with harness.gc_paused():  # (collects first)
+                            t0 = time.thread_time()
+                            compiled(**kw)
+                            times[n].append(time.thread_time() - t0)
+                lo, hi = depths[0], depths[-1]
+                row = {n: (min(v), harness.median(v)) for n, v in times.items()}
+                ratio_min, ratio_med = row[hi][0] / row[lo][0], row[hi][1] / row[lo][1]
+                out[system.name] = {"times": times, "ratio_min": ratio_min, "ratio_median": ratio_med}
+                cells = " | ".join(f"{row[n][0]:.3f} / {row[n][1]:.3f}" for n in depths)
+                print(f"| {system.name} | {cells} | ×{ratio_min:.2f} | ×{ratio_med:.2f} |", flush=True)
+    finally:
+        graphjit.config.cache_dir = old
+    return out
+
+
 # -- steady state ----------------------------------------------------------------------------
 def _lora_gpt2() -> model_zoo.Spec:
     import peft
@@ -341,6 +387,9 @@ def main() -> None:
     p.add_argument("--steady-backend", default="eager", choices=("eager", "inductor"),
                    help="steady section: the backend both systems compile with")
     p.add_argument("--steady-rounds", type=int, default=15, help="steady section: interleaved rounds")
+    p.add_argument("--depth-runs", type=int, default=10, help="depth_cpu section: interleaved rounds")
+    p.add_argument("--depth-systems", default="graphjit",
+                   help="depth_cpu section: graphjit,torch.compile (torch.compile: ~3 s a 24-layer run)")
     p.add_argument("--json")
     p.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     a = p.parse_args()
@@ -360,6 +409,10 @@ def main() -> None:
         depths = tuple(int(d) for d in a.depths.split(","))
         out["depth"] = [section_depth(depths, use_cache=uc) for uc in
                         {"both": (False, True), "on": (True,), "off": (False,)}[a.use_cache]]
+    if "depth_cpu" in sections:
+        depths = tuple(int(d) for d in a.depths.split(","))
+        out["depth_cpu"] = section_depth_cpu(depths if a.depths != "2,6,12,24" else (2, 24), a.depth_runs,
+                                             tuple(a.depth_systems.split(",")))
     if "steady" in sections:
         out["steady"] = section_steady(a.steady_models.split(","), rounds=a.steady_rounds,
                                        backend=a.steady_backend)
