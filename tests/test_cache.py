@@ -197,3 +197,22 @@ def test_cache_off(programs):
 
 def test_in_process_default_is_off_in_tests():
     assert graphjit.config.cache_dir is None  # (conftest: the suite never reads old entries)
+
+
+class _Kind:
+    """A class referenced many times by what an entry writes."""
+
+
+def test_a_reference_met_again_is_written_once():
+    """The pickler remembers each object's persistent id for the dump (the same tuple: the
+    pickle memo writes it once), and what loads back is the same objects."""
+    from graphjit.cache.portable import dumps, loads
+    one = dumps([_Kind])
+    many = dumps([_Kind] * 50 + [{"k": _Kind}, (_Kind, json.dumps)])
+    assert len(many) < 2 * len(one) + 200
+    back = loads(many)
+    assert all(k is _Kind for k in back[:50]) and back[50]["k"] is _Kind
+    assert back[51] == (_Kind, json.dumps)
+    fresh = [type(f"T{i}", (), {}) for i in range(3)]  # (not importable: refused)
+    with pytest.raises(Exception):
+        dumps(fresh)

@@ -215,8 +215,20 @@ class PortablePickler(pickle.Pickler):
         self.refs = refs or {}
         self.dispatch_table = copyreg.dispatch_table.copy()
         self.dispatch_table[types.CodeType] = lambda code: (_make_code, _code_fields(code))
+        #: id(obj) -> (obj, its persistent id), for objects met again in one dump (a class,
+        #: a module's globals...): the same tuple, which the pickle memo then writes once
+        self._pids: dict[int, tuple] = {}
 
-    def persistent_id(self, obj: Any) -> Any:  # noqa: C901  (one table of cases)
+    def persistent_id(self, obj: Any) -> Any:
+        kind = type(obj)
+        if kind in _PLAIN and id(obj) not in self.refs:
+            return None
+        known = self._pids.get(id(obj))
+        if known is None:  # (the object is kept with its id: no other takes the id meanwhile)
+            known = self._pids[id(obj)] = (obj, self._persistent_id(obj))
+        return known[1]
+
+    def _persistent_id(self, obj: Any) -> Any:  # noqa: C901  (one table of cases)
         ref = self.refs.get(id(obj))
         if ref is not None:
             return ("ref", ref)
