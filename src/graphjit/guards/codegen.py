@@ -415,7 +415,7 @@ def _sorted(guards: list[Guard]) -> list[Guard]:
 
 
 def _collect_parts(ordered: list[Guard], scope: GuardScope, c: _Consts, fn, global_state,
-                   no_aliasing: bool | frozenset, relaxed_tensors: dict, check_defaults: bool,
+                   no_aliasing: bool, may_alias: frozenset, relaxed_tensors: dict, check_defaults: bool,
                    dynamic_tensors: dict, shape_guards: ShapeGuards | None,
                    calls: list = (), tensor_section: tuple | None = None) -> list[GuardPart]:
     """Every check, cheapest first (see the module docstring); ``calls``: the block
@@ -444,7 +444,7 @@ def _collect_parts(ordered: list[Guard], scope: GuardScope, c: _Consts, fn, glob
             continue
         parts.append(_equals(f"global {q.name}", f"{c.ref(q.fn, '___' + q.name.lower(), identity=True)}()",
                              q.expected, c))
-    tensor_parts, aliasing_parts = tensor_section or _tensor_section(ordered, scope, c, no_aliasing,
+    tensor_parts, aliasing_parts = tensor_section or _tensor_section(ordered, scope, c, no_aliasing, may_alias,
                                                                       relaxed_tensors, dynamic_tensors)
     parts += tensor_parts
     parts += _shape_parts(shape_guards, scope)
@@ -472,26 +472,27 @@ class _Rendered:
 
 
 def _light(g: Guard, scope: GuardScope, c: _Consts) -> Guard:
-    if g.kind in _HOLDING:
-        rendered = _Rendered(guard_expressions(g, scope, c))
-        g.label()  # (computed from the value, kept)
-        light = dataclasses.replace(g, value=rendered)
-        object.__setattr__(light, "_label", g.label())
-        return light
-    return g
+    """``g`` as the lazily rendered list keeps it: a guard holding the guarded container
+    rendered now, its value dropped (its label, made from the value, kept)."""
+    if g.kind not in _HOLDING:
+        return g
+    light = dataclasses.replace(g, value=_Rendered(guard_expressions(g, scope, c)))
+    object.__setattr__(light, "_label", g.label())
+    return light
 
 
-def _tensor_section(ordered: list[Guard], scope: GuardScope, c: _Consts, no_aliasing: bool | frozenset,
+def _tensor_section(ordered: list[Guard], scope: GuardScope, c: _Consts, no_aliasing: bool, may_alias: frozenset,
                     relaxed_tensors: dict, dynamic_tensors: dict) -> tuple[list[GuardPart], list[GuardPart]]:
-    """The tensors' checks, and the check that they are distinct objects."""
+    """The tensors' checks, and the check that they are distinct objects (those with
+    ``no_aliasing``, but for the ids in ``may_alias``)."""
     tensors = [g for g in ordered if g.kind is GuardKind.TENSOR_MATCH]
     parts: list[GuardPart] = []
     for g in tensors:
         relaxed = relaxed_tensors.get(id(g.value), frozenset())
         parts += guard_expressions(g, scope, c, relaxed, dynamic_tensors.get(id(g.value)))
-    distinct = [g for g in tensors if not isinstance(no_aliasing, frozenset) or id(g.value) not in no_aliasing]
+    distinct = [g for g in tensors if id(g.value) not in may_alias]
     aliasing: list[GuardPart] = []
-    if no_aliasing is not False and len(distinct) >= 2:
+    if no_aliasing and len(distinct) >= 2:
         exprs = [g.source.guard_expr(scope) for g in distinct]
         if len(exprs) <= 4:
             checks = [f"{a} is not {b}" for i, a in enumerate(exprs) for b in exprs[i + 1:]]
@@ -502,7 +503,8 @@ def _tensor_section(ordered: list[Guard], scope: GuardScope, c: _Consts, no_alia
 
 
 def build_guard_function(guards: list[Guard], code: types.CodeType, fn: types.FunctionType,
-                         global_state: list[GlobalQuery], no_aliasing: bool | frozenset = True,
+                         global_state: list[GlobalQuery], no_aliasing: bool = True,
+                         may_alias: frozenset = frozenset(),
                          closure_arg: bool = False,
                          relaxed_tensors: dict[int, frozenset[str]] | None = None,
                          check_defaults: bool = True, dynamic_tensors: dict | None = None,
@@ -514,9 +516,9 @@ def build_guard_function(guards: list[Guard], code: types.CodeType, fn: types.Fu
     ``___closure`` argument (the closure of the function object being called) instead of
     the closure of ``fn``: one guard then serves every function made from ``code``.
     ``no_aliasing``: the tensor inputs are distinct objects (one NO_TENSOR_ALIASING
-    check); a frozenset: every one but the tensors with these ids (parameters a graph
-    that writes no input may see twice: as torch.compile's, without its unsoundness);
-    ``False``: no check.  ``relaxed_tensors`` maps ``id(tensor)`` to TENSOR_MATCH parts (``"strides"``,
+    check), but for the tensors whose ids are in ``may_alias`` (parameters a graph that
+    writes no input may see twice: as torch.compile's, without its unsoundness).
+    ``relaxed_tensors`` maps ``id(tensor)`` to TENSOR_MATCH parts (``"strides"``,
     ``"keys"``) the compiled artifact does not depend on.  With ``check_defaults`` the
     guard also checks that ``fn.__defaults__``/``__kwdefaults__`` are still the ones the
     guard's own signature was built with (the user may reassign them).
@@ -538,7 +540,7 @@ def build_guard_function(guards: list[Guard], code: types.CodeType, fn: types.Fu
 
     # containers are checked before their items (a key guard before an item's guard)
     ordered = _sorted(guards)
-    options = (fn, global_state, no_aliasing, relaxed_tensors, check_defaults,
+    options = (fn, global_state, no_aliasing, may_alias, relaxed_tensors, check_defaults,
                dynamic_tensors or {}, shape_guards)
     rest, block_fns, calls = blocks.plan(ordered) if config.guard_block_functions else (ordered, [], [])
     checked = merge_absent_keys(rest)
@@ -548,8 +550,10 @@ def build_guard_function(guards: list[Guard], code: types.CodeType, fn: types.Fu
                           calls=calls)  # shared reads, each repeated block by its function
     # the readable checks, one by one (why a call missed), are rendered when first needed;
     # the tensors' now (the guards would otherwise keep the call's tensors alive)
-    readable_tensors = _tensor_section(ordered, scope(), c, no_aliasing, relaxed_tensors, dynamic_tensors or {})
-    untensored = [_light(g, scope(), c) for g in ordered if g.kind is not GuardKind.TENSOR_MATCH]
+    plain = scope()
+    readable_tensors = _tensor_section(ordered, plain, c, no_aliasing, may_alias, relaxed_tensors,
+                                       dynamic_tensors or {})
+    untensored = [_light(g, plain, c) for g in ordered if g.kind is not GuardKind.TENSOR_MATCH]
 
     def readable() -> tuple[list[GuardPart], _Consts]:
         return _collect_parts(untensored, scope(), c, *options, tensor_section=readable_tensors), c
@@ -575,8 +579,8 @@ def build_guard_function(guards: list[Guard], code: types.CodeType, fn: types.Fu
             f"    def ___guard({sig}):\n"
             f"        try:\n"
             + (f"            if not ({body})\n" if n_state else f"            return ({body})\n") +
-            f"        except Exception:  # a value of another shape: not this entry\n"
-            f"            return False\n"
+            "        except Exception:  # a value of another shape: not this entry\n"
+            "            return False\n"
         )
         words: list = []
     else:

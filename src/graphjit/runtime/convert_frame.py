@@ -327,7 +327,8 @@ def _entry_guard(fn, output: OutputGraph, global_state, hooks: Hooks, closure_ar
     global_state = [*global_state, *output.torch_function.guard_queries()]
     tf_free = bool(output.torch_function.initial_modes) or has_subclass_inputs(output)
     guard = build_guard_function(needed_guards(output), fn.__code__, fn, global_state,
-                                 no_aliasing=not eager and _may_alias(output), closure_arg=closure_arg,
+                                 no_aliasing=not eager, may_alias=frozenset() if eager else _may_alias(output),
+                                 closure_arg=closure_arg,
                                  relaxed_tensors=relaxed_tensor_checks(output, hooks),
                                  check_defaults=not closure_arg,
                                  dynamic_tensors=output.dynamic_tensors, shape_guards=shape_guards,
