@@ -36,14 +36,18 @@ def run(fn, *inputs, calls=2):
 def unused_graphs(cnt):
     """Indices of the graphs handed to the backend that no live cache entry uses (compiled
     and then thrown away, e.g. because the code after them could not be generated)."""
-    used = {id(g.gm) for e in all_entries() for g in e.graphs}
-    return [i for i, gm in enumerate(cnt.graphs) if id(gm) not in used]
+    used = {g.name for e in all_entries() for g in e.graphs}
+    return [i for i, gm in enumerate(cnt.graphs) if gm.meta["graphjit_name"] not in used]
 
 
 def expect(fn, inputs, graphs, breaks, calls=2):
+    """``graphs``: the graphs traced (a recompile whose graph is one compiled before for the
+    same code takes its compiled callable, ``graph/shared_graphs.py``: counted here, as
+    torch.compile's backend would be called for it)."""
     cnt, s = run(fn, *inputs, calls=calls)
-    assert (cnt.frame_count, s["graph_breaks"]) == (graphs, breaks), (
-        f"graphs/breaks: got {cnt.frame_count}/{s['graph_breaks']}, expected {graphs}/{breaks}; "
+    traced = cnt.frame_count + s["graphs_shared"]
+    assert (traced, s["graph_breaks"]) == (graphs, breaks), (
+        f"graphs/breaks: got {traced}/{s['graph_breaks']}, expected {graphs}/{breaks}; "
         f"reasons: {[r.reason for r in s['break_reasons']]}")
     assert not cnt.unused_graphs, (
         f"graphs {cnt.unused_graphs} of {cnt.frame_count} were compiled but no cache entry "

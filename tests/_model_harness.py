@@ -10,7 +10,7 @@ from typing import Any, Callable
 import torch
 
 import graphjit
-from _shared import counting_backend
+from _shared import counting_backend, graphs_traced
 
 
 def where_broke(reason: Any) -> str:
@@ -63,7 +63,7 @@ def compile_and_call(make: Callable[[], Any], kwargs: dict, keys: tuple[str, ...
     try:
         for _ in range(calls):
             run.outputs.append(invoke(compiled))
-            run.graphs.append(cnt.frame_count)
+            run.graphs.append(graphs_traced(cnt))
     except Exception as e:  # noqa: BLE001 (reported by the tests that read the run)
         run.error = e
     st = graphjit.stats()

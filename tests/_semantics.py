@@ -21,7 +21,7 @@ import pytest
 import torch
 
 import graphjit
-from _shared import Kw, check_sequence
+from _shared import Kw, check_sequence, graphs_traced
 from graphjit.backends.registry import lookup_backend
 from graphjit.testing import CompileCounter, assert_equal
 
@@ -67,9 +67,10 @@ def run_case(case: Case, backend: Any = None) -> CompileCounter:
     compiled = graphjit.compile(case.fn, backend=be, fullgraph=case.fullgraph)
     check_sequence(case.fn, compiled, case.inputs, who=f"graphjit[{backend or 'eager'}]")
     breaks = graphjit.stats()["graph_breaks"]
-    assert (cnt.frame_count, breaks) == (case.graphs, case.breaks), (
+    cnt.traced = graphs_traced(cnt)
+    assert (cnt.traced, breaks) == (case.graphs, case.breaks), (
         f"{case.name}: expected {case.graphs} graph(s) and {case.breaks} break(s), "
-        f"got {cnt.frame_count} and {breaks}")
+        f"got {cnt.traced} and {breaks}")
     return cnt
 
 

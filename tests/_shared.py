@@ -478,6 +478,14 @@ def raise_in_branch(x):
     return y
 
 
+def graphs_traced(cnt) -> int:
+    """Graphs traced since the last ``graphjit.reset()``: those ``cnt`` (the counting
+    backend) compiled, and those that took the compiled callable of an earlier graph of
+    the same code and structure instead (a recompile whose graph is unchanged,
+    ``graph/shared_graphs.py``), which torch.compile's backend would be given again."""
+    return cnt.frame_count + graphjit.stats()["graphs_shared"]
+
+
 def counting_backend(backend: str):
     """``(counter, backend)``: a backend that counts each graph with a
     :class:`CompileCounter`, then compiles it with ``backend`` (``"counter"``: the counter

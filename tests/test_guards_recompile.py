@@ -359,7 +359,7 @@ def test_reset_clears_counters_and_cache():
     assert s["frames_total"] == 2 and s["recompiles"] == 1
     graphjit.reset()
     s = graphjit.stats()
-    assert s == {"graph_breaks": 0, "break_reasons": [], "frames_total": 0, "frames_ok": 0,
+    assert s == {"graph_breaks": 0, "break_reasons": [], "frames_total": 0, "frames_ok": 0, "graphs_shared": 0,
                  "recompiles": 0, "skipped_frames": [], "cache_hits": 0, "cache_misses": 0,
                  "cache_writes": 0, "cache_events": []}
     h.check(_r(3), _r(3, seed=1))  # the cache was cleared: compiled again, not a recompile

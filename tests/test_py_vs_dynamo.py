@@ -51,7 +51,7 @@ def test_graph_counts_side_by_side_with_torch_compile(capsys):
     assert len(cases) >= 250
     rows, single_graph_misses, dynamo_wrong = [], [], []
     for case in cases:
-        ours = run_case(case).frame_count
+        ours = run_case(case).traced
         theirs, their_breaks, their_results_right = dynamo_counts(case)
         if not their_results_right:
             dynamo_wrong.append(case.name)

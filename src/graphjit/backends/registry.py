@@ -44,6 +44,19 @@ def lookup_backend(backend: str | CompilerFn, mode: str | None = None,
     return fn
 
 
+def folds_attributes(backend: str | CompilerFn, options: dict | None = None) -> bool:
+    """Whether ``backend`` compiles a graph's attribute tensors as constants (inductor's
+    ``freezing``): then a specialized module's parameters stay graph attributes, not
+    inputs (``graph/shared_graphs.py``)."""
+    if backend != "inductor":
+        return False
+    if options and "freezing" in options:
+        return bool(options["freezing"])
+    import torch._inductor.config as inductor_config
+
+    return bool(inductor_config.freezing)
+
+
 @register_backend
 def eager(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
     """Run the captured graph as Python (``gm.forward``), as torch.compile's ``eager``."""

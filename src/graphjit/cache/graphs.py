@@ -20,10 +20,8 @@ from typing import Any
 import torch
 import torch.fx
 
+from ..graph.shared_graphs import KEPT_META
 from .portable import NotCacheable
-
-#: node metadata that changes what a backend does with the graph
-KEPT_META = ("recompute", "ac_graph_id")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import types
+from typing import Any
 
 import torch
 import torch.fx
@@ -19,6 +20,7 @@ from ..variables.mode_stack import overrides_torch_function, without_torch_funct
 from ..sources import AttrSource, ChainedSource, GetItemSource, LocalSource
 from .codegen import PyCodegen
 from .output_graph import GraphArg, OutputGraph
+from .shared_graphs import SharedGraphs, backend_module, lifted_attrs, shareable
 
 _counter = itertools.count()
 
@@ -32,6 +34,11 @@ class CompiledGraph:
         self.fake_mode = fake_mode  # the trace's (its ShapeEnv knows the symbolic sizes)
         #: what the graph runs under (``torch_modes.runtime_context``), or ``None``
         self.runtime_context = None
+        #: attributes of ``gm`` passed as inputs after ``graph_args`` (``shared_graphs.py``):
+        #: their names, and the tensors the generated code passes
+        self.lifted_names: list[str] = []
+        self.lifted: tuple = ()
+        self.shared = None  # the shared-graph table's record of ``fn`` (kept alive with it)
         self.__name__ = self.__qualname__ = name
 
     def __call__(self, *args):
@@ -73,10 +80,13 @@ def graph_outputs_for(values: list[VariableTracker]) -> list[torch.fx.Node]:
     return list(nodes)
 
 
-def finish_graph(output: OutputGraph, out_nodes: list[torch.fx.Node]) -> CompiledGraph:
+def finish_graph(output: OutputGraph, out_nodes: list[torch.fx.Node], lift: bool = True) -> CompiledGraph:
     """Close the graph with ``out_nodes``, drop unused inputs, lint, build the module.
     The backend is called later (:func:`compile_graph`), once the code around the graph
-    has been generated, so no graph is compiled for code that is then thrown away."""
+    has been generated, so no graph is compiled for code that is then thrown away.
+    ``lift``: the module tensors the graph reads as attributes are passed to the
+    backend's callable as inputs (``shared_graphs.py``; not where a backend splits the
+    graph by its parameters, DDP's)."""
     graph = output.graph
     graph.output(tuple(out_nodes))
     used = []
@@ -89,7 +99,11 @@ def finish_graph(output: OutputGraph, out_nodes: list[torch.fx.Node]) -> Compile
     gm = torch.fx.GraphModule(output.root, graph, class_name="GraphModule")
     name = new_graph_name()
     gm.meta["graphjit_name"] = name
-    return CompiledGraph(name, gm, None, used, output.fake_mode)
+    compiled = CompiledGraph(name, gm, None, used, output.fake_mode)
+    if lift:
+        compiled.lifted_names = lifted_attrs(gm)
+        compiled.lifted = tuple(getattr(gm, n) for n in compiled.lifted_names)
+    return compiled
 
 
 def new_graph_name() -> str:
@@ -97,26 +111,41 @@ def new_graph_name() -> str:
     return f"__compiled_fn_{next(_counter)}"
 
 
-def compile_graph(compiled: CompiledGraph, compiler_fn) -> None:
+def compile_graph(compiled: CompiledGraph, compiler_fn, shared: SharedGraphs | None = None,
+                  scope: Any = None) -> bool:
     """Call the backend with ``(gm, example_inputs)`` as torch.compile does: real tensors,
     and the SymInt/SymFloat of each unspecialized number; the tracing context holds the
     trace's fake mode, so a backend that fakes the real tensors again gets the same
-    symbolic sizes."""
+    symbolic sizes.  With a ``shared`` table, a graph of the structure of one compiled
+    before in ``scope`` (the traced frame's code) takes its callable instead (then
+    ``False``: the backend was not called)."""
     example_inputs = [a.example if isinstance(a.example, torch.Tensor) else a.node.meta["example_value"]
                       for a in compiled.graph_args]
+    example_inputs += compiled.lifted
+    gm = backend_module(compiled.gm, compiled.lifted_names)
     # a ``__torch_function__`` subclass input is a plain tensor to the graph (its fake is
     # plain; the trace already ran its ``__torch_function__``)
     plain = tuple(i for i, a in enumerate(example_inputs)
                   if isinstance(a, torch.Tensor) and overrides_torch_function(type(a)))
     for i in plain:
         example_inputs[i] = example_inputs[i].as_subclass(torch.Tensor)
+    if shared is not None and (plain or compiled.runtime_context is not None or not shareable(compiled.fake_mode)):
+        shared = None
+    if shared is not None:
+        found = shared.find(gm, scope)
+        if found is not None:
+            compiled.fn, compiled.shared = found
+            return False
     with tracing(TracingContext(compiled.fake_mode or FakeTensorMode())):
-        fn = compiler_fn(compiled.gm, example_inputs)
+        fn = compiler_fn(gm, example_inputs)
     if not callable(fn):
         raise InternalError(f"backend returned a non-callable {type(fn).__name__}")
+    if shared is not None:
+        compiled.shared = shared.add(gm, fn, scope)
     if compiled.runtime_context is not None or plain:  # the handlers' ops must not dispatch again
         fn = without_torch_function(fn, compiled.runtime_context, plain)
     compiled.fn = fn
+    return True
 
 
 def codegen_call_graph(cg: PyCodegen, compiled: CompiledGraph, out_nodes: list[torch.fx.Node]) -> None:
@@ -127,7 +156,14 @@ def codegen_call_graph(cg: PyCodegen, compiled: CompiledGraph, out_nodes: list[t
     cg.append(create_instruction("LOAD_ATTR", argval="fn"))  # the backend's callable itself
     for arg in compiled.graph_args:
         cg.extend(_from_temps(arg.source, temps).reconstruct())
-    cg.call(len(compiled.graph_args))
+    if compiled.lifted:  # fn(*inputs, *compiled.lifted)
+        cg.append(create_instruction("BUILD_LIST", arg=len(compiled.graph_args)))
+        cg.load_const(compiled)
+        cg.append(create_instruction("LOAD_ATTR", argval="lifted"))
+        cg.append(create_instruction("LIST_EXTEND", arg=1))
+        cg.append(create_instruction("CALL_FUNCTION_EX", arg=0))
+    else:
+        cg.call(len(compiled.graph_args))
     if not out_nodes:
         cg.append(create_instruction("POP_TOP"))
         return

@@ -40,6 +40,7 @@ from ..graph.compile import (
 )
 from ..graph.output_graph import OutputGraph
 from ..graph.shapes import ShapePolicy
+from ..graph.shared_graphs import SharedGraphs
 from ..report import record
 from ..report.decompile import entry_text
 from ..guards.shapes import shape_guard_texts
@@ -114,6 +115,8 @@ class Hooks:
     fullgraph: bool = False
     resolve: Callable[[Any], Any] | None = None  # the interceptor's resolver (eager code)
     shapes: ShapePolicy | None = None  # dynamic= and the sizes seen per code object
+    shared_graphs: SharedGraphs | None = None  # graphs compiled once per structure
+    folds_attributes: Callable[[], bool] = lambda: False  # the backend freezes attributes
 
 
 def bind_frame_locals(fn: types.FunctionType, args: tuple, kwargs: dict) -> dict[str, Any]:
@@ -248,8 +251,10 @@ def build_entry(fn, tx: InstructionTranslator, output: OutputGraph, global_state
     cg.positions = _first_positions(tx.instructions)
     output.prologue.codegen(cg)  # values drawn from random, in program order
     graphs = []
+    compiler_fn = graph_compiler(hooks.compiler_fn)  # (split at DDP's buckets)
     if has_graph:
-        compiled = finish_graph(output, out_nodes)
+        compiled = finish_graph(output, out_nodes,
+                                lift=compiler_fn is hooks.compiler_fn and not hooks.folds_attributes())
         compiled.runtime_context = output.torch_function.graph_runtime_context()
         codegen_call_graph(cg, compiled, out_nodes)
         graphs.append(compiled)
@@ -274,8 +279,11 @@ def build_entry(fn, tx: InstructionTranslator, output: OutputGraph, global_state
     for compiled in graphs:  # the code around the graph exists: now compile it
         try:
             started = time.perf_counter()
-            compile_graph(compiled, graph_compiler(hooks.compiler_fn))  # (split at DDP's buckets)
-            record.backend_time(time.perf_counter() - started)
+            shared = hooks.shared_graphs if compiler_fn is hooks.compiler_fn else None
+            if compile_graph(compiled, compiler_fn, shared, code):
+                record.backend_time(time.perf_counter() - started)
+            else:
+                stats.bump("graphs_shared")
             compiled.fn = restoring_modes(compiled.gm, compiled.fn)
         except TensorifyScalarRestartAnalysis:  # the backend needs the floats specialized
             TensorifyState.clear()

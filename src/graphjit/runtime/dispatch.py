@@ -25,9 +25,10 @@ import torch
 from torch.fx.experimental.symbolic_shapes import ConstraintViolationError
 
 from .. import config
-from ..backends.registry import lookup_backend
+from ..backends.registry import folds_attributes, lookup_backend
 from ..diagnostics import logs
 from ..graph.shapes import RECEIVER_CODES, ShapePolicy
+from ..graph.shared_graphs import SharedGraphs
 from ..exc import InternalError, Unsupported, drop_tracebacks
 from ..variables.grad_mode import GradModeExit
 from ..variables.nn_module import has_hooks
@@ -68,7 +69,8 @@ class CompileSession:
                                        lambda fn, module: self.module_method(fn))
         self.hooks = Hooks(self.compiler_fn, self.make_resume, self.wrap_callable, fullgraph,
                            self.interceptor.resolve,
-                           ShapePolicy(dynamic, floats_as_tensors=backend not in _SYMFLOAT_BACKENDS))
+                           ShapePolicy(dynamic, floats_as_tensors=backend not in _SYMFLOAT_BACKENDS),
+                           SharedGraphs(), lambda: folds_attributes(backend, options))
 
     def __repr__(self) -> str:
         return f"CompileSession(backend={self.backend!r}, fullgraph={self.fullgraph})"

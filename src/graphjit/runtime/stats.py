@@ -29,7 +29,7 @@ _stats: dict[str, Any] = {}
 def clear() -> None:
     _stats.clear()
     _stats.update(graph_breaks=0, break_reasons=[], frames_total=0, frames_ok=0, recompiles=0,
-                  graphs=[], skipped_frames=[], cache_hits=0, cache_misses=0, cache_writes=0, cache_events=[])
+                  graphs_shared=0, graphs=[], skipped_frames=[], cache_hits=0, cache_misses=0, cache_writes=0, cache_events=[])
 
 
 def bump(key: str, n: int = 1) -> None:
@@ -45,7 +45,9 @@ def record(key: str, item: Any) -> None:
 
 def snapshot() -> dict[str, Any]:
     """The public view: graph_breaks, break_reasons, frames_total, frames_ok, recompiles,
-    skipped_frames, and the persistent cache's cache_hits, cache_misses, cache_writes and
+    skipped_frames, graphs_shared (graphs that took the compiled callable of an earlier
+    graph of the same structure instead of calling the backend: ``graph/shared_graphs.py``),
+    and the persistent cache's cache_hits, cache_misses, cache_writes and
     cache_events (one per frame looked up or written)."""
     return {
         "graph_breaks": _stats["graph_breaks"],
@@ -53,6 +55,7 @@ def snapshot() -> dict[str, Any]:
         "frames_total": _stats["frames_total"],
         "frames_ok": _stats["frames_ok"],
         "recompiles": _stats["recompiles"],
+        "graphs_shared": _stats["graphs_shared"],
         "skipped_frames": list(_stats["skipped_frames"]),
         "cache_hits": _stats["cache_hits"],
         "cache_misses": _stats["cache_misses"],
