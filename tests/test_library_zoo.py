@@ -39,7 +39,7 @@ import torch
 import graphjit
 from _library_zoo import ZOO, Spec, available
 from _model_harness import Run, where_broke
-from _shared import counting_backend
+from _shared import counting_backend, graphs_traced
 from _zoo_measure import call, counts as zoo_counts, differences, run_graphjit, run_torch_compile
 
 #: torch.compile's (graphs, breaks) over two calls (test_torch_compile_counts measures
@@ -60,16 +60,11 @@ TORCH_COMPILE_FAILS = {"e3nn_conv"}
 
 #: graphjit compiles more graphs or breaks more than torch.compile: model -> (graphjit's
 #: exact (graphs, breaks), why)
-EXCEPTIONS: dict[str, tuple[tuple[int, int], str]] = {
-    "torchdiffeq_rk4": ((12, 15), (
-        "one graph more: in FixedGridODESolver.integrate, after the break at "
-        "`assert time_grid[0] == t[0] and time_grid[-1] == t[-1]`, torch.compile rewrites "
-        "the second, message-less assert on a tensor into torch._assert_async (a "
-        "RuntimeError where eager raises AssertionError) and then gives up the whole resume "
-        "frame at the data-dependent `while` in its loop; graphjit keeps eager's exception "
-        "(a break at the assert) and captures the two graphs before the loop (a step "
-        "break runs the loop in Python with its calls compiled)")),
-}
+EXCEPTIONS: dict[str, tuple[tuple[int, int], str]] = {}
+# (none left: torchdiffeq_rk4 was one graph more, 12 / 11, while graphjit broke at the
+# message-less `assert` on a tensor in FixedGridODESolver.integrate that torch.compile puts
+# in the graph as torch._assert_async; graphjit now checks it in the graph too, keeping
+# eager's AssertionError: tracer/assertions.py)
 
 #: counts that a construct fixed by another issue-21 item decides: model -> (graphjit's
 #: exact (graphs, breaks) today, the failure class).  A fix lowers them: update the pin.
@@ -313,6 +308,6 @@ def test_einops_first_use(monkeypatch):
     compiled = graphjit.compile(spec.model, backend=be)  # no eager call in between
     for _ in range(2):
         assert not differences(call(spec, compiled), want)
-    run = Run(graphs=[cnt.frame_count], breaks=graphjit.stats()["graph_breaks"],
+    run = Run(graphs=[graphs_traced(cnt)], breaks=graphjit.stats()["graph_breaks"],
               reasons=graphjit.stats()["break_reasons"])
     assert zoo_counts(run) == EINOPS_FIRST_USE, [where_broke(r) for r in run.reasons]

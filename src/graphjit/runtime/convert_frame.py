@@ -53,6 +53,7 @@ from ..variables.object_ids import add_identity_guards
 from ..variables.mode_stack import overrides_torch_function, torch_function_as_at_call, torch_function_cleared
 from ..tracer.translator import InstructionTranslator, Speculation
 from . import stats
+from ..tracer.assertions import raising_assertions
 from .mode_state import preserved_modes, restoring_modes
 from .unexpected_resume import UnexpectedResume
 
@@ -284,7 +285,7 @@ def build_entry(fn, tx: InstructionTranslator, output: OutputGraph, global_state
                 record.backend_time(time.perf_counter() - started)
             else:
                 stats.bump("graphs_shared")
-            compiled.fn = restoring_modes(compiled.gm, compiled.fn)
+            compiled.fn = graph_callable(compiled.gm, compiled.fn)
         except TensorifyScalarRestartAnalysis:  # the backend needs the floats specialized
             TensorifyState.clear()
             output.pin_float_inputs()
@@ -310,6 +311,13 @@ def build_entry(fn, tx: InstructionTranslator, output: OutputGraph, global_state
             if isinstance(arg.example, torch.Tensor):
                 arg.example = None
     return CacheEntry(guard, new_fn, graphs)
+
+
+def graph_callable(gm: torch.fx.GraphModule, fn: Callable) -> Callable:
+    """What the generated code calls for a compiled graph: the backend's ``fn``, putting
+    back the modes the graph changes when it raises, with a failed ``assert`` checked in
+    the graph raised as the program's ``AssertionError`` (``tracer/assertions.py``)."""
+    return raising_assertions(gm, restoring_modes(gm, fn))
 
 
 def _may_alias(output: OutputGraph) -> frozenset:

@@ -18,8 +18,7 @@ from typing import Any
 from .. import cache
 from ..report import record
 from . import stats
-from .convert_frame import CacheEntry, class_closure
-from .mode_state import restoring_modes
+from .convert_frame import CacheEntry, class_closure, graph_callable
 
 
 def _record(event: "cache.CacheEvent") -> None:
@@ -85,7 +84,7 @@ def load(dispatcher, fn: types.FunctionType, code: types.CodeType, kind: str, ar
         return None
     session = dispatcher._session
     found = frame_cache(dispatcher, code, kind).load(fn, args, kwargs, SessionObjects(session),
-                                                     session.compiler_fn, restoring_modes)
+                                                     session.compiler_fn, graph_callable)
     if found is None or isinstance(found, cache.Skipped):
         return found
     guard, new_fn, graphs = found

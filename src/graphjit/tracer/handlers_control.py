@@ -14,8 +14,10 @@ from ..variables import (
     InferenceModeVariable,
     IteratorVariable,
     NullVariable,
+    TensorVariable,
     WithExitVariable,
 )
+from .assertions import assertion_jump
 from ..variables.dicts import items_of
 from ..variables.objects import enter_context
 from ..diagnostics.describe import describe
@@ -31,6 +33,11 @@ class ControlHandlers:
 
     def _pop_jump_if(self, inst, when: bool) -> None:
         value = self.pop()
+        if isinstance(value, TensorVariable):  # an ``assert`` checked in the graph?
+            passing = assertion_jump(self, inst, value, when)
+            if passing is not None:
+                self.jump_to(passing)
+                return
         if value.truthiness(self) is when:
             self.jump_to(inst.target)
 
