@@ -252,8 +252,8 @@ def test_a_compiled_module_turns_generic_on_a_second_instance(backend):
     x = torch.randn(2, 4)
     with torch.no_grad():
         torch.testing.assert_close(compiled(x), models[0](x))
-    # specialized (the backend gets the parameters as inputs either way)
-    assert [n for n in all_entries()[0].graphs[0].gm.graph.nodes if n.op == "get_attr"]
+    # specialized: the parameters are the module's own tensors, passed after the inputs
+    assert all_entries()[0].graphs[0].lifted
 
 
 def test_parameters_stay_static_with_dynamic_true():

@@ -20,7 +20,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 import graphjit
 from _shared import counting_backend, seeded_randn
 from graphjit.backends.registry import folds_attributes
-from graphjit.graph.shared_graphs import SharedGraphs, backend_module, describe, lifted_attrs
+from graphjit.graph.shared_graphs import SharedGraphs, describe
 from graphjit.runtime.dispatch import all_entries
 from graphjit.testing import assert_equal
 
@@ -244,7 +244,9 @@ def test_lifted_attributes_become_placeholders_after_the_graphs_own():
     names = [n.name for n in gm.graph.find_nodes(op="placeholder")]
     assert len(names) == 3 and [type(t) for t in inputs[1:]] == [nn.Parameter] * 2
     assert inputs[1] is m[0].weight and inputs[2] is m[0].bias
-    assert not lifted_attrs(gm) and backend_module(gm, []) is gm
+    (entry,) = all_entries()
+    assert entry.graphs[0].gm is gm and entry.graphs[0].lifted == (m[0].weight, m[0].bias)
+    assert not gm.graph.find_nodes(op="get_attr") and not list(gm.parameters())
 
 
 def test_the_table_forgets_graphs_no_entry_uses():
@@ -264,6 +266,10 @@ def test_a_freezing_backend_keeps_parameters_as_attributes():
 
     with inductor_config.patch(freezing=True):
         assert folds_attributes("inductor") and not folds_attributes("inductor", {"freezing": False})
+    # (CUDA graphs copy inputs in on every call, and keep parameters where they are)
+    assert folds_attributes("inductor", mode="reduce-overhead") and folds_attributes("inductor", mode="max-autotune")
+    assert folds_attributes("inductor", {"triton.cudagraphs": True})
+    assert not folds_attributes("inductor", {"triton.cudagraphs": False}, "reduce-overhead")
 
 
 @pytest.mark.slow

@@ -44,17 +44,21 @@ def lookup_backend(backend: str | CompilerFn, mode: str | None = None,
     return fn
 
 
-def folds_attributes(backend: str | CompilerFn, options: dict | None = None) -> bool:
-    """Whether ``backend`` compiles a graph's attribute tensors as constants (inductor's
-    ``freezing``): then a specialized module's parameters stay graph attributes, not
-    inputs (``graph/shared_graphs.py``)."""
+def folds_attributes(backend: str | CompilerFn, options: dict | None = None, mode: str | None = None) -> bool:
+    """Whether ``backend`` treats a graph's attribute tensors apart from its inputs:
+    inductor's ``freezing`` folds them as constants, and its CUDA graphs keep them in
+    place where an input is copied in on every call (``mode="reduce-overhead"`` or
+    ``"max-autotune"``, or ``triton.cudagraphs``).  Then a specialized module's parameters
+    stay graph attributes, not inputs (``graph/shared_graphs.py``)."""
     if backend != "inductor":
         return False
-    if options and "freezing" in options:
-        return bool(options["freezing"])
+    options = options or {}
     import torch._inductor.config as inductor_config
 
-    return bool(inductor_config.freezing)
+    freezing = options.get("freezing", inductor_config.freezing)
+    cudagraphs = options.get("triton.cudagraphs",
+                             mode in ("reduce-overhead", "max-autotune") or inductor_config.triton.cudagraphs)
+    return bool(freezing or cudagraphs)
 
 
 @register_backend

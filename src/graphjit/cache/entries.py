@@ -111,6 +111,7 @@ class EntryPayload:
             name = new_graph_name()
             gm.meta["graphjit_name"] = name
             cg = CompiledGraph(name, gm, None, [])
+            cg.lifted = record.lifted
             cg.fn = _CompileOnFirstCall(cg, compiler_fn, finish)
             compiled.append(cg)
         if self.code_blob is None:
@@ -235,7 +236,7 @@ def capture(qualname: str, guard: GuardFunction, fn: types.FunctionType, entry_f
     refs.update(session_refs.references())
     for index, cg in enumerate(graphs):
         refs[id(cg)] = ("graph", index)
-    records = [graph_record(cg.gm) for cg in graphs]
+    records = [graph_record(cg.gm, cg.lifted) for cg in graphs]
     graphs_blob = dumps(records, refs)
     code_blob = None if entry_fn is fn else dumps(entry_fn.__code__, refs)
     body = "    def ___bind(" + recipe.sig + "):\n        return (" + "".join(f"{e}, " for e in exprs) + ")\n"

@@ -4,7 +4,8 @@ Contract: :func:`graph_record` turns a ``GraphModule`` into a :class:`GraphRecor
 data for :mod:`portable`: each node's op, name, target (a function, an operator, a
 method name, a ``graphjit_runtime`` target such as a ``TransformCall`` object, written by
 content), arguments (other nodes by name) and the node metadata a backend reads
-(activation-checkpointing tags); and the module's attributes: a higher-order operator's
+(activation-checkpointing tags); the module tensors the graph takes after its arguments
+(``CompiledGraph.lifted``); and the module's attributes: a higher-order operator's
 body (a ``GraphModule`` attribute) as a nested record, any other object as itself (the
 pickler writes parameters and modules as the references the entry binds through their
 sources, and tensors without a source, the graph's constants, by content).
@@ -37,9 +38,10 @@ class GraphRecord:
     nodes: list[tuple]
     attrs: list[tuple[str, str, Any]]  # (name, "module" | "parameter" | "buffer" | "body", value)
     meta: dict
+    lifted: tuple = ()  # the module tensors passed after the graph's arguments
 
 
-def graph_record(gm: torch.fx.GraphModule) -> GraphRecord:
+def graph_record(gm: torch.fx.GraphModule, lifted: tuple = ()) -> GraphRecord:
     if type(gm.graph._codegen) is not torch.fx.graph.CodeGen:
         raise NotCacheable(f"a graph with {type(gm.graph._codegen).__name__} code generation")
     nodes = []
@@ -57,7 +59,7 @@ def graph_record(gm: torch.fx.GraphModule) -> GraphRecord:
     attrs += [(name, "parameter", p) for name, p in gm._parameters.items()]
     attrs += [(name, "buffer", b) for name, b in gm._buffers.items()]
     meta = {k: v for k, v in gm.meta.items() if k == "graphjit_name"}
-    return GraphRecord(type(gm).__name__, nodes, attrs, meta)
+    return GraphRecord(type(gm).__name__, nodes, attrs, meta, tuple(lifted))
 
 
 def _resolve(value: Any, env: dict[str, torch.fx.Node]) -> Any:

@@ -20,7 +20,7 @@ from ..variables.mode_stack import overrides_torch_function, without_torch_funct
 from ..sources import AttrSource, ChainedSource, GetItemSource, LocalSource
 from .codegen import PyCodegen
 from .output_graph import GraphArg, OutputGraph
-from .shared_graphs import SharedGraphs, backend_module, lifted_attrs, shareable
+from .shared_graphs import SharedGraphs, lift_attrs, shareable
 
 _counter = itertools.count()
 
@@ -34,9 +34,8 @@ class CompiledGraph:
         self.fake_mode = fake_mode  # the trace's (its ShapeEnv knows the symbolic sizes)
         #: what the graph runs under (``torch_modes.runtime_context``), or ``None``
         self.runtime_context = None
-        #: attributes of ``gm`` passed as inputs after ``graph_args`` (``shared_graphs.py``):
-        #: their names, and the tensors the generated code passes
-        self.lifted_names: list[str] = []
+        #: module tensors passed after ``graph_args`` (the graph's last placeholders,
+        #: ``shared_graphs.py``), by the generated code
         self.lifted: tuple = ()
         self.shared = None  # the shared-graph table's record of ``fn`` (kept alive with it)
         self.__name__ = self.__qualname__ = name
@@ -84,9 +83,9 @@ def finish_graph(output: OutputGraph, out_nodes: list[torch.fx.Node], lift: bool
     """Close the graph with ``out_nodes``, drop unused inputs, lint, build the module.
     The backend is called later (:func:`compile_graph`), once the code around the graph
     has been generated, so no graph is compiled for code that is then thrown away.
-    ``lift``: the module tensors the graph reads as attributes are passed to the
-    backend's callable as inputs (``shared_graphs.py``; not where a backend splits the
-    graph by its parameters, DDP's)."""
+    ``lift``: the module tensors the graph reads as attributes become its last inputs
+    (``shared_graphs.py``; not where a backend splits the graph by its parameters, DDP's,
+    or folds them as constants, inductor's freezing)."""
     graph = output.graph
     graph.output(tuple(out_nodes))
     used = []
@@ -95,14 +94,13 @@ def finish_graph(output: OutputGraph, out_nodes: list[torch.fx.Node], lift: bool
             used.append(arg)
         else:
             graph.erase_node(arg.node)
+    lifted = lift_attrs(graph, output.root) if lift else []
     graph.lint()
     gm = torch.fx.GraphModule(output.root, graph, class_name="GraphModule")
     name = new_graph_name()
     gm.meta["graphjit_name"] = name
     compiled = CompiledGraph(name, gm, None, used, output.fake_mode)
-    if lift:
-        compiled.lifted_names = lifted_attrs(gm)
-        compiled.lifted = tuple(getattr(gm, n) for n in compiled.lifted_names)
+    compiled.lifted = tuple(lifted)
     return compiled
 
 
@@ -122,7 +120,7 @@ def compile_graph(compiled: CompiledGraph, compiler_fn, shared: SharedGraphs | N
     example_inputs = [a.example if isinstance(a.example, torch.Tensor) else a.node.meta["example_value"]
                       for a in compiled.graph_args]
     example_inputs += compiled.lifted
-    gm = backend_module(compiled.gm, compiled.lifted_names)
+    gm = compiled.gm
     # a ``__torch_function__`` subclass input is a plain tensor to the graph (its fake is
     # plain; the trace already ran its ``__torch_function__``)
     plain = tuple(i for i, a in enumerate(example_inputs)

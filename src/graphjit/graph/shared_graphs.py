@@ -10,13 +10,13 @@ keeps the cheap specialized entry and shares the backend's work instead.
 
 Contract:
 
-* :func:`lifted_attrs` names the ``get_attr`` nodes of a frame's graph that read a tensor
-  the trace found through a source (``meta["origin"]``: a module's parameter or buffer),
-  directly on the graph's root.  :func:`backend_module` is the graph the backend is
-  given: a copy in which each is a placeholder after the graph's own (graph order), so the
-  compiled callable holds no module's tensors; the generated code passes them after the
-  graph's arguments (``CompiledGraph.lifted``).  The graph module itself (logs, reports,
-  the persistent cache) is unchanged.
+* :func:`lift_attrs` turns the ``get_attr`` nodes of a frame's graph that read a tensor
+  the trace found through a source (``meta["origin"]``: a module's parameter or buffer,
+  directly on the graph's root) into placeholders after the graph's own (graph order),
+  before the graph module is built: the compiled callable holds no module's tensors, as
+  torch.compile's graphs of inlined modules take their parameters as inputs.  The
+  generated code passes them after the graph's arguments (``CompiledGraph.lifted``; the
+  persistent cache writes them with the graph, as references to the entry's modules).
 * :class:`SharedGraphs` (one per compile session) remembers each compiled graph with its
   *scope*, the code object whose frame the graph was traced from.  A new graph of the
   same scope with the same *structure* as one compiled before reuses its compiled
@@ -57,42 +57,34 @@ class NotDescribable(Exception):
     """A graph holds something whose equality cannot be told exactly: never shared."""
 
 
-def lifted_attrs(gm: torch.fx.GraphModule) -> list[str]:
-    """Targets of the ``get_attr`` nodes of ``gm`` to pass as inputs (graph order, once)."""
-    out: dict[str, None] = {}
-    for node in gm.graph.find_nodes(op="get_attr"):
-        if "origin" in node.meta and "." not in node.target and \
-                isinstance(getattr(gm, node.target, None), torch.Tensor):
-            out.setdefault(node.target)
-    return list(out)
-
-
-def backend_module(gm: torch.fx.GraphModule, lifted: list[str]) -> torch.fx.GraphModule:
-    """``gm`` with the ``lifted`` attributes as placeholders after its own (see above)."""
-    if not lifted:
-        return gm
-    wanted = set(lifted)
-    graph = torch.fx.Graph()
-    env: dict[torch.fx.Node, torch.fx.Node] = {}
-    nodes = list(gm.graph.nodes)
-    for node in nodes:
-        if node.op == "placeholder":
-            env[node] = graph.node_copy(node, env.__getitem__)
+def lift_attrs(graph: torch.fx.Graph, root: torch.nn.Module) -> list[torch.Tensor]:
+    """Turn the ``get_attr`` nodes of ``graph`` that read a tensor the trace found through
+    a source (``meta["origin"]``) directly on ``root`` into placeholders after the graph's
+    own (graph order, one per attribute, names kept); the tensors, in that order."""
+    placeholders = list(graph.find_nodes(op="placeholder"))
+    anchor = placeholders[-1] if placeholders else None
     by_target: dict[str, torch.fx.Node] = {}
-    for target in lifted:
-        first = next(n for n in nodes if n.op == "get_attr" and n.target == target)
-        by_target[target] = graph.placeholder(first.name)
-        by_target[target].meta = dict(first.meta)
-    for node in nodes:
-        if node.op == "placeholder":
+    lifted: list[torch.Tensor] = []
+    for node in list(graph.find_nodes(op="get_attr")):
+        if "origin" not in node.meta or "." in node.target:
             continue
-        if node.op == "get_attr" and node.target in wanted:
-            env[node] = by_target[node.target]
+        value = getattr(root, node.target, None)
+        if not isinstance(value, torch.Tensor):
+            continue
+        known = by_target.get(node.target)
+        if known is not None:
+            node.replace_all_uses_with(known)
+            graph.erase_node(node)
+            continue
+        by_target[node.target] = node
+        node.op, node.target = "placeholder", node.name
+        if anchor is None:
+            next(iter(graph.nodes)).prepend(node)
         else:
-            env[node] = graph.node_copy(node, env.__getitem__)
-    out = torch.fx.GraphModule(gm, graph, class_name=type(gm).__name__)
-    out.meta.update(gm.meta)
-    return out
+            anchor.append(node)
+        anchor = node
+        lifted.append(value)
+    return lifted
 
 
 # -- structure -----------------------------------------------------------------------------
@@ -310,4 +302,4 @@ def _reordered(fn: Callable, mine: tuple, theirs: tuple) -> Callable:
     return call
 
 
-__all__ = ["NotDescribable", "SharedGraphs", "backend_module", "describe", "lifted_attrs", "shareable"]
+__all__ = ["NotDescribable", "SharedGraphs", "describe", "lift_attrs", "shareable"]

@@ -70,7 +70,7 @@ class CompileSession:
         self.hooks = Hooks(self.compiler_fn, self.make_resume, self.wrap_callable, fullgraph,
                            self.interceptor.resolve,
                            ShapePolicy(dynamic, floats_as_tensors=backend not in _SYMFLOAT_BACKENDS),
-                           SharedGraphs(), lambda: folds_attributes(backend, options))
+                           SharedGraphs(), lambda: folds_attributes(backend, options, mode))
 
     def __repr__(self) -> str:
         return f"CompileSession(backend={self.backend!r}, fullgraph={self.fullgraph})"
