@@ -175,13 +175,28 @@ def test_backend_raising_gives_an_error_with_context():
         return a + 1
 
     cf = graphjit.compile(fn, backend=exploding_backend)
-    with pytest.raises(graphjit.InternalError) as info:
+    with pytest.raises(graphjit.BackendCompilerFailed) as info:  # (not graphjit's bug)
         cf(_r(3))
     msg = str(info.value)
-    assert "backend exploded" in msg and "RuntimeError" in msg
+    assert "backend 'exploding_backend' raised RuntimeError" in msg and "backend exploded" in msg
     assert fn.__qualname__ in msg
     assert f"{__file__}:{fn.__code__.co_firstlineno}" in msg
     assert isinstance(info.value.__cause__, RuntimeError)
+
+
+def test_backend_raising_on_a_module_names_its_forward():
+    def exploding_backend(gm, example_inputs):
+        raise ImportError("no module named triton")
+
+    class Net(torch.nn.Module):
+        def forward(self, x):
+            return x.relu()
+
+    with pytest.raises(graphjit.BackendCompilerFailed) as info:
+        graphjit.compile(Net(), backend=exploding_backend)(_r(3))
+    msg = str(info.value)
+    assert "ImportError" in msg and "no module named triton" in msg and "call_object" not in msg
+    assert f"Net.forward ({__file__}:{Net.forward.__code__.co_firstlineno})" in msg
 
 
 def test_backend_raising_with_suppress_errors_runs_eagerly(monkeypatch):
@@ -201,7 +216,7 @@ def test_backend_returning_non_callable():
     def bad_backend(gm, example_inputs):
         return 42
 
-    with pytest.raises(graphjit.InternalError, match="non-callable"):
+    with pytest.raises(graphjit.BackendCompilerFailed, match="non-callable"):
         graphjit.compile(lambda a: a + 1, backend=bad_backend)(_r(2))
 
 

@@ -12,7 +12,7 @@ from . import distributed as _distributed  # noqa: E402,F401  (collectives, DDP,
 from .api import CompiledModule, compile, list_backends, register_backend, reset, stats  # noqa: E402
 from .diagnostics.explain import ExplainOutput, explain  # noqa: E402
 from .diagnostics.logs import set_logs  # noqa: E402
-from .exc import InternalError, Unsupported  # noqa: E402
+from .exc import BackendCompilerFailed, InternalError, Unsupported  # noqa: E402
 from .graph.shapes import mark_dynamic, mark_static, mark_unbacked, maybe_mark_dynamic  # noqa: E402
 from .trace_rules import allow_in_graph, disable, is_compiling, skip  # noqa: E402
 from . import report  # noqa: E402  (``graphjit.report.write``; GRAPHJIT_REPORT=DIR records the run)
@@ -21,7 +21,7 @@ report.install_from_env()
 
 __all__ = [
     "compile", "reset", "stats", "explain", "ExplainOutput", "list_backends", "register_backend", "set_logs",
-    "Unsupported", "InternalError", "CompiledModule", "config", "allow_in_graph", "disable", "skip",
+    "Unsupported", "InternalError", "BackendCompilerFailed", "CompiledModule", "config", "allow_in_graph", "disable", "skip",
     "is_compiling", "mark_dynamic", "mark_static", "mark_unbacked", "maybe_mark_dynamic", "report",
 ]
 __version__ = "0.1.0"

@@ -92,6 +92,12 @@ class InternalError(GraphjitError):
     """A bug in graphjit, with the user location it happened at when known."""
 
 
+class BackendCompilerFailed(GraphjitError):
+    """The backend raised while compiling a graph (torch.compile's ``BackendCompilerFailed``):
+    the backend's exception is ``__cause__``; the message names the backend, the graph and
+    the user's frame it was traced from."""
+
+
 class ObservedException(GraphjitError):
     """The traced program raised ``exc`` (a real exception object, as eager would raise it)."""
 

@@ -9,11 +9,12 @@ from typing import Any
 
 import torch
 import torch.fx
+from torch._dynamo.exc import TensorifyScalarRestartAnalysis
 from torch._guards import TracingContext, tracing
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from ..bytecode.instruction import create_instruction
-from ..exc import InternalError
+from ..exc import BackendCompilerFailed
 from ..variables import TensorVariable, VariableTracker
 from ..variables.sym_node import SymNodeVariable, reload_source
 from ..variables.mode_stack import overrides_torch_function, without_torch_function
@@ -120,7 +121,6 @@ def compile_graph(compiled: CompiledGraph, compiler_fn, shared: SharedGraphs | N
     example_inputs = [a.example if isinstance(a.example, torch.Tensor) else a.node.meta["example_value"]
                       for a in compiled.graph_args]
     example_inputs += compiled.lifted
-    gm = compiled.gm
     # a ``__torch_function__`` subclass input is a plain tensor to the graph (its fake is
     # plain; the trace already ran its ``__torch_function__``)
     plain = tuple(i for i, a in enumerate(example_inputs)
@@ -130,16 +130,25 @@ def compile_graph(compiled: CompiledGraph, compiler_fn, shared: SharedGraphs | N
     if shared is not None and (plain or compiled.runtime_context is not None or not shareable(compiled.fake_mode)):
         shared = None
     if shared is not None:
-        found = shared.find(gm, scope)
+        found = shared.find(compiled.gm, scope)
         if found is not None:
             compiled.fn, compiled.shared = found
             return False
-    with tracing(TracingContext(compiled.fake_mode or FakeTensorMode())):
-        fn = compiler_fn(gm, example_inputs)
+    try:
+        with tracing(TracingContext(compiled.fake_mode or FakeTensorMode())):
+            fn = compiler_fn(compiled.gm, example_inputs)
+    except TensorifyScalarRestartAnalysis:  # (AOTAutograd asks for another trace)
+        raise
+    except Exception as e:
+        name = getattr(compiler_fn, "__name__", type(compiler_fn).__name__)
+        raise BackendCompilerFailed(f"backend {name!r} raised {type(e).__name__} compiling graph "
+                                    f"{compiled.name} ({len(compiled.gm.graph.nodes)} nodes): {e}") from e
     if not callable(fn):
-        raise InternalError(f"backend returned a non-callable {type(fn).__name__}")
+        name = getattr(compiler_fn, "__name__", type(compiler_fn).__name__)
+        raise BackendCompilerFailed(f"backend {name!r} returned a non-callable {type(fn).__name__} for graph "
+                                    f"{compiled.name}")
     if shared is not None:
-        compiled.shared = shared.add(gm, fn, scope)
+        compiled.shared = shared.add(compiled.gm, fn, scope)
     if compiled.runtime_context is not None or plain:  # the handlers' ops must not dispatch again
         fn = without_torch_function(fn, compiled.runtime_context, plain)
     compiled.fn = fn

@@ -51,9 +51,9 @@ from ..variables.constant import is_constant_value
 from ..variables.nn_module import forward_reads
 from ..variables.object_ids import add_identity_guards
 from ..variables.mode_stack import overrides_torch_function, torch_function_as_at_call, torch_function_cleared
+from ..tracer.assertions import raising_assertions
 from ..tracer.translator import InstructionTranslator, Speculation
 from . import stats
-from ..tracer.assertions import raising_assertions
 from .mode_state import preserved_modes, restoring_modes
 from .unexpected_resume import UnexpectedResume
 

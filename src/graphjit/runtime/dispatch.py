@@ -29,7 +29,7 @@ from ..backends.registry import folds_attributes, lookup_backend
 from ..diagnostics import logs
 from ..graph.shapes import RECEIVER_CODES, ShapePolicy
 from ..graph.shared_graphs import SharedGraphs
-from ..exc import InternalError, Unsupported, drop_tracebacks
+from ..exc import BackendCompilerFailed, InternalError, Unsupported, drop_tracebacks
 from ..variables.grad_mode import GradModeExit
 from ..variables.nn_module import has_hooks
 from ..report import record
@@ -372,6 +372,20 @@ class CompiledFunction:
         self._run_eagerly = True
         skip_frame(self._fn, reason)
 
+    def _frame_label(self, args: tuple) -> str:
+        """The user's frame this dispatcher compiles, as a person names it: a module's or
+        callable object's class and its ``forward``/``__call__``, else the function."""
+        fn = self._fn
+        if fn is call_object and args:
+            cls = type(args[0])
+            method = getattr(cls, "forward", None) if isinstance(args[0], torch.nn.Module) else \
+                getattr(cls, "__call__", None)
+            code = getattr(method, "__code__", None)
+            at = f" ({code.co_filename}:{code.co_firstlineno})" if code is not None else ""
+            return f"{cls.__qualname__}.{getattr(method, '__name__', '__call__')}{at}"
+        code = fn.__code__
+        return f"{fn.__qualname__} ({code.co_filename}:{code.co_firstlineno})"
+
     def _eager(self) -> types.FunctionType:
         """The function run in Python: its calls still go through graphjit."""
         return self._session.interceptor.eager(self._fn)
@@ -448,6 +462,13 @@ class CompiledFunction:
             return self._eager()
         except ConstraintViolationError:  # the user's mark_dynamic cannot hold: theirs to fix
             raise
+        except BackendCompilerFailed as e:  # the backend's failure: the user's to see, named
+            where = self._frame_label(args)
+            if not config.suppress_errors:
+                raise BackendCompilerFailed(f"{e} (traced from {where})") from e.__cause__
+            log.warning("graphjit: %s (traced from %s); running it eagerly", e, where)
+            self._skip(f"the backend failed: {e}")
+            return self._eager()
         except InternalError:
             if not config.suppress_errors:
                 raise
