@@ -183,6 +183,27 @@ def run_blocks(backend: str) -> dict:
     return out
 
 
+def checked(x):
+    assert x.sum() < 1e6, "too large"  # checked in the graph (tracer/assertions.py)
+    return x * 2
+
+
+def run_checked(backend: str) -> dict:
+    """An ``assert`` checked in the graph: a loaded graph raises eager's AssertionError."""
+    x = data("plain")[0]
+    before = graphjit.stats()
+    compiled = graphjit.compile(checked, backend=backend)
+    got = compiled(x)
+    try:
+        compiled(x + 1e7)
+        raised = None
+    except AssertionError as e:
+        raised = [type(e).__name__, *e.args]
+    out = _outcome(before)
+    out["same"] = _same(got, checked(x)) and raised == ["AssertionError", "too large"]
+    return out
+
+
 def run_dynamic(backend: str) -> dict:
     """Three sizes: a static entry, then (automatic dynamic) one for every other size."""
     before = graphjit.stats()
@@ -209,6 +230,8 @@ def run(names: list[str], backend: str = "eager") -> dict:
             results[name] = run_blocks(backend)
         elif name == "dynamic":
             results[name] = run_dynamic(backend)
+        elif name == "checked":
+            results[name] = run_checked(backend)
         else:
             results[name] = run_function(name, backend)
         results[name]["fxgraph_cache_hits"] = counters["inductor"]["fxgraph_cache_hit"] - fx_hits

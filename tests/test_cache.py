@@ -24,7 +24,7 @@ import graphjit
 
 HERE = pathlib.Path(__file__).parent
 SRC = pathlib.Path(graphjit.__file__).parent.parent
-BASIC = ["plain", "with_break", "nested", "cond_program", "vmap_program", "region_program", "module"]
+BASIC = ["plain", "with_break", "nested", "cond_program", "vmap_program", "region_program", "module", "checked"]
 
 
 def _env(tmp_path: pathlib.Path, **extra: str) -> dict:
