@@ -22,17 +22,18 @@ Contract:
   same scope with the same *structure* as one compiled before reuses its compiled
   callable instead of calling the backend (as torch.compile's cache on the code object
   serves a second call without compiling; graphs of other code are not looked at, so
-  graph counts stay comparable with torch.compile's, one per compiled frame at most): the same nodes in the same order (the same targets,
-  constants and edges; inputs numbered by first use, so a graph whose parameters are
-  inputs matches one whose parameters were lifted), the same input metadata (class, dtype,
-  device, sizes, strides, offset, ``requires_grad``, leaf or view, storages shared between
-  inputs), the same constant tensors (bodies of higher-order operators by structure),
-  under the same grad and autocast modes.  A graph with symbolic sizes, a tensor subclass
-  input, a call of a Python function that is not torch's (``_pure_target``: a compiling
-  backend traces it, baking in what it reads), a module call, any other value it cannot
-  describe exactly, or run under ``__torch_function__`` handlers is never shared.  The structure is only computed when
-  a cheap signature (node and input counts, modes) matches a graph compiled before, so a
-  session whose graphs all differ pays nothing but that signature.
+  graph counts stay comparable with torch.compile's): the same nodes in the same order
+  (the same targets, constants and edges; inputs numbered by first use, so a graph whose
+  parameters are inputs matches one whose parameters were lifted), the same input
+  metadata (class, dtype, device, sizes, strides, offset, ``requires_grad``, leaf or view,
+  storages shared between inputs), the same constant tensors (bodies of higher-order
+  operators by structure), under the same grad and autocast modes.  A graph with symbolic
+  sizes, a tensor subclass input, a call of a Python function that is not torch's
+  (``_pure_target``: a compiling backend traces it, baking in what it reads), a module
+  call, any other value it cannot describe exactly, or run under ``__torch_function__``
+  handlers or a functorch transform is never shared.  The structure is only computed
+  when a cheap signature (scope, node count, modes) matches a graph compiled before, so
+  a session whose graphs all differ pays nothing but that signature.
 * A shared callable is called with the new graph's inputs reordered to the first graph's
   where they differ (an adapter); the backend's callable is the same object.  The table
   holds its graphs weakly: it dies with the entries using it (or ``graphjit.reset()``).
