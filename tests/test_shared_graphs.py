@@ -19,7 +19,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 import graphjit
 from _shared import counting_backend, seeded_randn
-from graphjit.backends.registry import folds_attributes
+from graphjit.backends.registry import keeps_attributes
 from graphjit.graph.shared_graphs import SharedGraphs, describe
 from graphjit.runtime.dispatch import all_entries
 from graphjit.testing import assert_equal
@@ -259,17 +259,17 @@ def test_the_table_forgets_graphs_no_entry_uses():
 
 
 def test_a_freezing_backend_keeps_parameters_as_attributes():
-    assert not folds_attributes("eager") and not folds_attributes("inductor")
-    assert folds_attributes("inductor", {"freezing": True})
-    assert not folds_attributes("inductor", {"freezing": False})
+    assert not keeps_attributes("eager") and not keeps_attributes("inductor")
+    assert keeps_attributes("inductor", {"freezing": True})
+    assert not keeps_attributes("inductor", {"freezing": False})
     import torch._inductor.config as inductor_config
 
     with inductor_config.patch(freezing=True):
-        assert folds_attributes("inductor") and not folds_attributes("inductor", {"freezing": False})
+        assert keeps_attributes("inductor") and not keeps_attributes("inductor", {"freezing": False})
     # (CUDA graphs copy inputs in on every call, and keep parameters where they are)
-    assert folds_attributes("inductor", mode="reduce-overhead") and folds_attributes("inductor", mode="max-autotune")
-    assert folds_attributes("inductor", {"triton.cudagraphs": True})
-    assert not folds_attributes("inductor", {"triton.cudagraphs": False}, "reduce-overhead")
+    assert keeps_attributes("inductor", mode="reduce-overhead") and keeps_attributes("inductor", mode="max-autotune")
+    assert keeps_attributes("inductor", {"triton.cudagraphs": True})
+    assert not keeps_attributes("inductor", {"triton.cudagraphs": False}, "reduce-overhead")
 
 
 @pytest.mark.slow

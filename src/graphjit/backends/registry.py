@@ -44,10 +44,10 @@ def lookup_backend(backend: str | CompilerFn, mode: str | None = None,
     return fn
 
 
-def folds_attributes(backend: str | CompilerFn, options: dict | None = None, mode: str | None = None) -> bool:
-    """Whether ``backend`` treats a graph's attribute tensors apart from its inputs:
-    inductor's ``freezing`` folds them as constants, and its CUDA graphs keep them in
-    place where an input is copied in on every call (``mode="reduce-overhead"`` or
+def keeps_attributes(backend: str | CompilerFn, options: dict | None = None, mode: str | None = None) -> bool:
+    """Whether ``backend`` wants a module's tensors kept as graph attributes, apart from
+    its inputs: inductor's ``freezing`` folds them as constants, and its CUDA graphs keep
+    them in place where an input is copied in on every call (``mode="reduce-overhead"`` or
     ``"max-autotune"``, or ``triton.cudagraphs``).  Then a specialized module's parameters
     stay graph attributes, not inputs (``graph/shared_graphs.py``)."""
     if backend != "inductor":

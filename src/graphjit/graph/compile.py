@@ -140,12 +140,10 @@ def compile_graph(compiled: CompiledGraph, compiler_fn, shared: SharedGraphs | N
     except TensorifyScalarRestartAnalysis:  # (AOTAutograd asks for another trace)
         raise
     except Exception as e:
-        name = getattr(compiler_fn, "__name__", type(compiler_fn).__name__)
-        raise BackendCompilerFailed(f"backend {name!r} raised {type(e).__name__} compiling graph "
+        raise BackendCompilerFailed(f"backend {_backend_name(compiler_fn)!r} raised {type(e).__name__} compiling graph "
                                     f"{compiled.name} ({len(compiled.gm.graph.nodes)} nodes): {e}") from e
     if not callable(fn):
-        name = getattr(compiler_fn, "__name__", type(compiler_fn).__name__)
-        raise BackendCompilerFailed(f"backend {name!r} returned a non-callable {type(fn).__name__} for graph "
+        raise BackendCompilerFailed(f"backend {_backend_name(compiler_fn)!r} returned a non-callable {type(fn).__name__} for graph "
                                     f"{compiled.name}")
     if shared is not None:
         compiled.shared = shared.add(compiled.gm, fn, scope)
@@ -153,6 +151,10 @@ def compile_graph(compiled: CompiledGraph, compiler_fn, shared: SharedGraphs | N
         fn = without_torch_function(fn, compiled.runtime_context, plain)
     compiled.fn = fn
     return True
+
+
+def _backend_name(compiler_fn) -> str:
+    return getattr(compiler_fn, "__name__", type(compiler_fn).__name__)
 
 
 def codegen_call_graph(cg: PyCodegen, compiled: CompiledGraph, out_nodes: list[torch.fx.Node]) -> None:

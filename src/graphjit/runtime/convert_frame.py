@@ -117,7 +117,7 @@ class Hooks:
     resolve: Callable[[Any], Any] | None = None  # the interceptor's resolver (eager code)
     shapes: ShapePolicy | None = None  # dynamic= and the sizes seen per code object
     shared_graphs: SharedGraphs | None = None  # graphs compiled once per structure
-    folds_attributes: Callable[[], bool] = lambda: False  # the backend freezes attributes
+    keeps_attributes: Callable[[], bool] = lambda: False  # module tensors stay graph attributes
 
 
 def bind_frame_locals(fn: types.FunctionType, args: tuple, kwargs: dict) -> dict[str, Any]:
@@ -255,7 +255,7 @@ def build_entry(fn, tx: InstructionTranslator, output: OutputGraph, global_state
     compiler_fn = graph_compiler(hooks.compiler_fn)  # (split at DDP's buckets)
     if has_graph:
         compiled = finish_graph(output, out_nodes,
-                                lift=compiler_fn is hooks.compiler_fn and not hooks.folds_attributes())
+                                lift=compiler_fn is hooks.compiler_fn and not hooks.keeps_attributes())
         compiled.runtime_context = output.torch_function.graph_runtime_context()
         codegen_call_graph(cg, compiled, out_nodes)
         graphs.append(compiled)
