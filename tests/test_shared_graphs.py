@@ -18,6 +18,7 @@ from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 import graphjit
+from _library_zoo import ZOO, available
 from _shared import counting_backend, seeded_randn
 from graphjit.backends.registry import keeps_attributes
 from graphjit.graph.shared_graphs import SharedGraphs, describe
@@ -281,3 +282,49 @@ def test_inductor_freezing_folds_the_parameters():
         assert_equal(c(X), m(X))
     (entry,) = all_entries()
     assert entry.graphs[0].lifted == () and entry.graphs[0].gm.graph.find_nodes(op="get_attr")
+
+
+# -- real code: a library's model, one instance after another -------------------------------
+#: graphs torch.compile compiles for three instances, each compiled and called before the
+#: next is made (measured by test_real_models_counts_of_torch_compile, slow)
+REAL = {"monai_unet": 1, "xtransformers_vit": 1}
+
+
+def _instances(name, compile_fn):
+    from _zoo_measure import call
+
+    out = []
+    for _ in range(3):
+        spec = ZOO[name].build()
+        with torch.no_grad():
+            out.append(call(spec, compile_fn(spec.model)))
+    return out
+
+
+@pytest.mark.parametrize("name", list(REAL))
+def test_real_models_one_instance_after_another(name):
+    # (the first instance's entry is specialized, the others share a generic one whose
+    # graph takes the first's compiled callable; xtransformers' layers are repeated-block
+    # regions, whose bodies are compared by structure)
+    if available(name):
+        pytest.skip(available(name))
+    eager = _instances(name, lambda m: m)
+    graphjit.reset()
+    cnt, be = counting_backend("eager")
+    assert_equal(_instances(name, lambda m: graphjit.compile(m, backend=be)), eager)
+    assert (cnt.frame_count, graphjit.stats()["graphs_shared"]) == (REAL[name], 1)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(REAL))
+def test_real_models_counts_of_torch_compile(name):
+    if available(name):
+        pytest.skip(available(name))
+    import torch._dynamo
+    from torch._dynamo.testing import CompileCounter as DynamoCounter
+
+    torch._dynamo.reset()
+    dcnt = DynamoCounter()
+    _instances(name, lambda m: torch.compile(m, backend=dcnt))
+    torch._dynamo.reset()
+    assert dcnt.frame_count == REAL[name]

@@ -15,6 +15,8 @@ rewrite them into its own code).
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 import torch
 import torch._dynamo
@@ -22,6 +24,7 @@ from torch._dynamo.testing import CompileCounter as DynamoCounter
 
 import graphjit
 from _shared import counting_backend, seeded_randn
+from graphjit.runtime.mode_state import capture_modes
 from graphjit.testing import assert_equal
 from graphjit.tracer.assertions import PREFIX, assertion_error
 
@@ -232,3 +235,32 @@ def test_inductor_raises_the_programs_assertion_error(tmp_path):
     assert info.value.args == ('the "sum" must be positive',)
 
 
+
+
+class _PassThrough(torch.overrides.TorchFunctionMode):
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
+def _modes_after(x):
+    assert x.sum() > 0, "negative"
+    with torch.no_grad():  # (the graph switches grad mode and autocast after the check)
+        y = x * 2
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        z = y @ y
+    return z
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_global_state_after_a_failed_check(backend):
+    graphjit.reset()
+    c = graphjit.compile(_modes_after, backend=backend)
+    before = capture_modes()
+    assert_equal(c(POS), _modes_after(POS))
+    for mode in (None, _PassThrough()):
+        with mode or contextlib.nullcontext():
+            depth = torch._C._len_torch_function_stack()
+            assert _outcome(c, NEG) == _outcome(_modes_after, NEG)
+            assert torch._C._len_torch_function_stack() == depth
+        assert capture_modes() == before  # grad mode, autocast, functorch levels, mode stacks
+    assert graphjit.stats()["graph_breaks"] == 0

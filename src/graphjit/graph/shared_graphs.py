@@ -183,12 +183,14 @@ def _pure_target(target: Any) -> bool:
     """Whether a graph's call of ``target`` is the same computation whenever its arguments
     are: an operator (``OpOverload``, a higher-order operator, whose bodies are part of the
     structure), a C function (``torch._C._nn.linear``, ``operator.add``), or a Python
-    function of torch's own or of ``operator``/``math``.  Not any other Python callable (an
+    function of torch's own or of ``operator``/``math``, or one of graphjit's runtime
+    functions marked ``__graphjit_pure__`` (``invoke_region``, which runs its body, a graph
+    attribute compared by structure).  Not any other Python callable (an
     ``autograd.Function``'s apply, a function allowed in the graph): a compiling backend
     traces it when it compiles, baking in whatever it reads then (a global its backward
     reads, guarded, and changed since)."""
     if isinstance(target, (torch._ops.OpOverload, torch._ops.OpOverloadPacket, torch._ops.HigherOrderOperator,
-                           types.BuiltinFunctionType)):
+                           types.BuiltinFunctionType)) or getattr(target, "__graphjit_pure__", False):
         return True
     module = getattr(target, "__module__", None) or ""
     return isinstance(target, types.FunctionType) and (

@@ -73,6 +73,8 @@ def invoke_region(subgraph, identifier: str, *operands):
 
 
 invoke_region.__module__ = "graphjit_runtime"
+#: runs its body, a graph attribute compared by structure (``graph/shared_graphs.py``)
+invoke_region.__graphjit_pure__ = True
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 
