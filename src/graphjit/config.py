@@ -55,6 +55,16 @@ guard_block_functions: bool = True
 #: empty) turns the cache off.  ``graphjit.cache.clear()`` empties it.
 cache_dir: str | None = _cache_dir_from_env()
 
+#: Cache directories the user shares on purpose (a team's, a job's ranks' on a shared
+#: file system): their permissions and owner are not checked (entries are still
+#: authenticated with the key).  From ``GRAPHJIT_CACHE_TRUSTED`` (``os.pathsep``-separated).
+cache_trusted: tuple[str, ...] = tuple(p for p in os.environ.get("GRAPHJIT_CACHE_TRUSTED", "").split(os.pathsep) if p)
+
+#: The secret key the cache's entries are authenticated with (``graphjit/cache/trust.py``):
+#: from ``GRAPHJIT_CACHE_KEY_FILE``; ``None``: ``~/.config/graphjit/cache-key``, made on
+#: first use.  Share a key file on purpose to share a cache.
+cache_key_file: str | None = os.environ.get("GRAPHJIT_CACHE_KEY_FILE") or None
+
 #: A module called many times on identical structure (the blocks of a ``ModuleList``) is
 #: traced once, as a subgraph called through ``invoke_subgraph`` for every block whose
 #: guards re-evaluate the same (``variables/hops/repeated_blocks.py``).

@@ -19,8 +19,15 @@ Contract:
   AOTAutograd caches).  Anything that changed (edited source, a global, a class attribute,
   a parameter replaced, another static shape) fails a fingerprint, a reference, the key or
   the guard, and the frame is traced as without the cache.
-* Files are written atomically; a corrupt or foreign file is skipped with one warning; a
-  reference that leads to something else now makes that entry stale (skipped).
+* The cache runs only what graphjit wrote (the threat model: ``trust.py``): directories
+  ``0700`` and files ``0600``, a directory that others may write refused (one warning)
+  unless named trusted, every entry authenticated with an HMAC under the user's secret
+  key before any byte of it is unpickled, and unpickling restricted to what entries
+  legitimately reference (``portable.py``).  Nothing is copied that the entry holds by
+  identity: an entry loaded from disk behaves as the entry made in memory.
+* Files are written atomically; a corrupt, planted, symlinked or foreign file is skipped
+  with one warning; a reference that leads to something else now makes that entry stale
+  (skipped).
   ``graphjit.reset()`` leaves the directory alone; :func:`clear` empties it.
 * ``graphjit.stats()`` counts ``cache_hits``/``cache_misses``/``cache_writes`` and lists
   ``cache_events`` per frame; ``GRAPHJIT_LOGS=cache`` prints each.
@@ -205,6 +212,9 @@ class FrameCache:
         except OSError as e:
             store.bad_entry(root, f"cannot write: {e}")
             return
+        if path is None:
+            _event(self.qualname, "not written", "the cache directory or key is refused")
+            return
         _event(self.qualname, "written", f"runs in Python: {path}")
 
     def save(self, fn: types.FunctionType, guard, entry_fn: types.FunctionType, graphs: list,
@@ -221,6 +231,8 @@ class FrameCache:
             header = {"qualname": self.qualname, "arg_types": arg_types(args, kwargs),
                       "graphs": len(graphs), "file": self.code.co_filename, "line": self.code.co_firstlineno}
             path = store.write(root, key, header, data)
+            if path is None:
+                raise NotCacheable("the cache directory or key is refused")
         except NotCacheable as e:
             _event(self.qualname, "not written", str(e))
             return

@@ -54,12 +54,16 @@ from .portable import NotCacheable, PortablePickler, Stale, describe, dumps, loa
 class _Slot:
     """The place of a constant found again by its expression when the entry is bound."""
 
+    __graphjit_portable__ = True  # (written by content into the persistent cache)
+
     index: int
 
 
 @dataclasses.dataclass
 class EntryPayload:
     """What one entry needs in another process (see the module docstring)."""
+
+    __graphjit_portable__ = True  # (written by content into the persistent cache)
 
     qualname: str
     recipe: GuardRecipe            # its constants: values, names, or _Slot markers

@@ -29,11 +29,17 @@ from .portable import NotCacheable
 class NodeRef:
     """An argument that is another node of the same graph."""
 
+    __graphjit_portable__ = True  # (written by content into the persistent cache)
+
     name: str
 
 
 @dataclasses.dataclass
 class GraphRecord:
+    """One graph module as data (see the module docstring)."""
+
+    __graphjit_portable__ = True  # (written by content into the persistent cache)
+
     class_name: str
     nodes: list[tuple]
     attrs: list[tuple[str, str, Any]]  # (name, "module" | "parameter" | "buffer" | "body", value)

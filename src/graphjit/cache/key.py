@@ -27,7 +27,8 @@ from .. import config, trace_rules
 from .portable import NotCacheable, code_digest, dumps
 
 #: ``graphjit.config`` settings that do not change what a trace produces
-_NOT_IN_KEY = frozenset({"cache_dir", "debug_checks", "recompile_limit", "suppress_errors"})
+_NOT_IN_KEY = frozenset({"cache_dir", "cache_trusted", "cache_key_file", "debug_checks", "recompile_limit",
+                         "suppress_errors"})
 
 
 @functools.lru_cache(maxsize=None)

@@ -1,29 +1,56 @@
 """Portable pickling: values written by content, objects with an identity written as a
-way to find them again in another process.
+way to find them again, and nothing else.
+
+The rule behind every case: **an object whose identity the entry relies on is found
+again, never copied.**  An entry made in memory holds its objects themselves: the
+transformed code's constants, the graphs' targets and attributes, the guard's constants.
+A copy written to disk and read back is another object, with the state it had when the
+trace ran (a ``random.Random`` copied is a generator that draws the same numbers on every
+load).  So the pickler writes by content only what has no identity to keep, and refuses
+(:class:`NotCacheable`, naming the type) anything else it cannot name.
 
 Contract (:class:`PortablePickler` / :func:`loads`):
 
-* Plain data (numbers, strings, tuples, lists, dicts, sets, slices, ``torch.dtype``,
-  ``torch.Size``, ``torch.device``, tensors held as constants) is written by content.
-* Objects found through an import are written as how to import them, and checked on load:
-  Python modules by name; a module's globals dict (``vars(module)``) by the module name;
-  classes and functions by module and qualified name (pickle's own rule: the name must
-  lead back to the very object); a function also with a digest of its code, and a class
-  with the qualified names of its MRO, so that an edited function or a class with other
-  bases is *stale* (:class:`Stale`: the entry that holds it is not used); torch operators
+* By content: immutable plain data (numbers, strings, bytes, ``None``, tuples and
+  frozensets of such, slices, ``Ellipsis``, ``torch.dtype``/``Size``/``device``/``layout``/
+  ``memory_format``); lists, dicts and sets as *structure* of graphjit's own records (a
+  list or dict that generated code holds as a constant is refused: the code would mutate
+  a copy); plain dense tensors held as graph constants (written as their bytes by
+  :func:`_tensor`, never through ``torch.load``); ``functools.partial`` of named parts;
+  FX's immutable containers and pytree specs; instances of graphjit's own classes that
+  declare themselves data (``__graphjit_portable__ = True``) and of ``graphjit_runtime``
+  graph targets.
+* By name, checked on load (written as persistent ids): Python modules; a module's
+  globals dict; classes and functions by module and qualified name (pickle's rule: the
+  name must lead back to the very object; also a function made elsewhere but bound to a
+  name in its module, such as ``torch.nn.functional.max_pool2d``); a function also with a
+  digest of its code and a class with the qualified names of its MRO, so that an edited
+  function or a class with other bases is *stale* (:class:`Stale`: the entry is not
+  used); an object bound to a name in the module of its type (``random._inst``, a
+  module-level config object); an ``Enum`` member by its class and name; torch operators
   (``OpOverload``, ``OpOverloadPacket``, higher-order operators) by their names;
   graphjit's own graph targets (``__module__ == "graphjit_runtime"``) by name.
-* Code objects are written field by field (their constants through the same rules).
+* Code objects are written field by field, their constants through the same rules, and a
+  constant that is a mutable object (a list, a dict, a tensor, a generator...) refuses
+  the entry.
 * Anything else that compares by identity (an ``nn.Module``, a parameter, a closure made
   at run time) cannot be written: :class:`NotCacheable` names it.  Callers that know how to
   find such an object (the cache entry binds guard constants through their sources) pass
   a ``refs`` map from ``id(obj)`` to a reference and a ``resolve`` function for loading.
+
+Loading is restricted to the same table (:class:`PortableUnpickler`): ``find_class``
+answers only the loaders and classes above (never ``builtins.eval``, ``getattr``,
+``os.system``...), and persistent ids only the kinds above.  The store authenticates an
+entry (``store.py``, ``trust.py``) before a byte of it reaches the unpickler; the
+restriction bounds what an entry that passes that check can reach.
 """
 
 from __future__ import annotations
 
-import builtins
+import collections
 import copyreg
+import enum
+import functools
 import gc
 import hashlib
 import importlib
@@ -34,6 +61,8 @@ import types
 from typing import Any, Callable
 
 import torch
+import torch.fx.immutable_collections as fx_immutable
+import torch.utils._pytree as pytree
 
 #: graphjit's graph targets and helpers that are written into generated code as globals
 #: under this module name (see ``graph/output_graph.py: _leaf_forward``)
@@ -129,16 +158,24 @@ def runtime_object(qualname: str) -> Any:
 
 
 def _importable(obj: Any) -> tuple[str, str] | None:
-    """``(module, qualname)`` when importing gives back ``obj`` itself."""
+    """``(module, name)`` when importing gives back ``obj`` itself: by its qualified name,
+    or (a function made by a factory and bound to a name in its module, such as
+    ``torch.nn.functional.max_pool2d``) by its ``__name__`` in its module."""
     module = getattr(obj, "__module__", None)
     qualname = getattr(obj, "__qualname__", None)
-    if not isinstance(module, str) or not isinstance(qualname, str) or "<locals>" in qualname:
+    if not isinstance(module, str) or not isinstance(qualname, str):
         return None
-    try:
-        found = _lookup(module, qualname)
-    except Exception:
-        return None
-    return (module, qualname) if found is obj else None
+    candidates = [qualname] if "<locals>" not in qualname else []
+    name = getattr(obj, "__name__", None)
+    if isinstance(name, str) and name != qualname and name.isidentifier():
+        candidates.append(name)
+    for candidate in candidates:
+        try:
+            if _lookup(module, candidate) is obj:
+                return module, candidate
+        except Exception:
+            continue
+    return None
 
 
 #: modules that name types whose ``__module__``/``__qualname__`` do not lead back to them
@@ -162,6 +199,18 @@ def _module_of_globals(d: dict) -> str | None:
     for key, module in list(sys.modules.items()):  # (``_collections_abc`` calls itself ``collections.abc``)
         if getattr(module, "__dict__", None) is d:
             return key
+    return None
+
+
+def _module_global(obj: Any) -> tuple[str, str] | None:
+    """``(module, name)`` of a name that the module of ``obj``'s type binds to ``obj``
+    itself (``random._inst``, a library's module-level default object)."""
+    module = sys.modules.get(getattr(type(obj), "__module__", None) or "")
+    if module is None:
+        return None
+    for name, value in list(vars(module).items()):
+        if value is obj and name.isidentifier():
+            return module.__name__, name
     return None
 
 
@@ -199,11 +248,105 @@ def _code_fields(code: types.CodeType) -> tuple:
             code.co_linetable, code.co_exceptiontable, code.co_freevars, code.co_cellvars)
 
 
+# -- loaders: the only callables a written entry may name (``find_class``) --------------------
+
 def _make_code(*fields) -> types.CodeType:
     return types.CodeType(*fields)
 
 
-_make_code.__module__ = __name__
+def _tensor(dtype: torch.dtype, shape: tuple, stride: tuple, offset: int, data: bytes,
+            requires_grad: bool) -> torch.Tensor:
+    """A dense CPU tensor from its storage's bytes (never ``torch.load``)."""
+    if not isinstance(dtype, torch.dtype):
+        raise pickle.UnpicklingError("a tensor without a dtype")
+    storage = (torch.frombuffer(bytearray(data), dtype=torch.uint8) if data
+               else torch.empty(0, dtype=torch.uint8)).untyped_storage()
+    out = torch.empty(0, dtype=dtype).set_(storage, offset, shape, stride)
+    return out.requires_grad_(requires_grad) if requires_grad else out
+
+
+def _method(owner: Any, fn: types.FunctionType) -> types.MethodType:
+    """A Python function bound to an object (written as the object and the function)."""
+    if not isinstance(fn, types.FunctionType):
+        raise pickle.UnpicklingError("a method of a non-function")
+    return types.MethodType(fn, owner)
+
+
+def _enum_member(cls: type, name: str) -> enum.Enum:
+    if not isinstance(cls, enum.EnumMeta):
+        raise pickle.UnpicklingError(f"{cls!r} is not an Enum")
+    return cls[name]
+
+
+#: bound builtin methods (``{}.get``, ``"".join``): the owner types they may be bound to
+_METHOD_OWNERS = (dict, list, set, frozenset, tuple, str, bytes, int, float)
+
+
+def _bound_ok(owner: Any, name: str) -> bool:
+    """May a bound builtin method be written (and read) as ``getattr(owner, name)``?  Public
+    methods of plain values and containers, and a function's ``__get__``."""
+    if type(owner) in _METHOD_OWNERS:
+        return isinstance(name, str) and not name.startswith("_")
+    return type(owner) is types.FunctionType and name == "__get__"
+
+
+def _bound_method(owner: Any, name: str) -> Any:
+    if not _bound_ok(owner, name):
+        raise pickle.UnpicklingError(f"refusing {type(owner).__name__}.{name}")
+    return getattr(owner, name)
+
+
+for _loader in (_make_code, _tensor, _method, _enum_member, _bound_method):
+    _loader.__module__ = __name__
+
+#: ``(module, name)`` -> the object ``find_class`` answers: the loaders above, and the
+#: constructors of the plain values pickle writes with ``REDUCE``/``GLOBAL``
+_LOADERS: dict[tuple[str, str], Any] = {
+    (__name__, f.__name__): f for f in (_make_code, _tensor, _method, _enum_member, _bound_method)}
+_LOADERS.update({
+    ("builtins", "complex"): complex, ("builtins", "slice"): slice, ("builtins", "range"): range,
+    ("builtins", "Ellipsis"): Ellipsis, ("builtins", "NotImplemented"): NotImplemented,
+    ("builtins", "frozenset"): frozenset, ("builtins", "set"): set, ("builtins", "bytearray"): bytearray,
+    ("copyreg", "_reconstructor"): copyreg._reconstructor,
+    ("torch", "Size"): torch.Size, ("torch", "device"): torch.device,
+    ("functools", "partial"): functools.partial, ("collections", "OrderedDict"): collections.OrderedDict,
+    ("torch.fx.immutable_collections", "immutable_list"): fx_immutable.immutable_list,
+    ("torch.fx.immutable_collections", "immutable_dict"): fx_immutable.immutable_dict,
+})
+for _cls in (pytree.TreeSpec, getattr(pytree, "LeafSpec", None)):
+    if isinstance(_cls, type):
+        _LOADERS[(_cls.__module__, _cls.__qualname__)] = _cls
+#: torch's named singletons (``torch.float32``, ``torch.strided``, ``torch.channels_last``)
+_TORCH_VALUE_TYPES = (torch.dtype, torch.layout, torch.memory_format)
+
+#: types written by content as they are (their elements are checked as they are written)
+_PLAIN = frozenset({int, float, bool, str, bytes, type(None), tuple, list, frozenset, set, complex,
+                    slice, range, type(Ellipsis), type(NotImplemented), torch.dtype, torch.Size,
+                    torch.device, torch.memory_format, torch.layout, torch.DispatchKeySet})
+#: of those, the ones whose instances have no identity to keep (constants of code)
+_IMMUTABLE = frozenset({int, float, bool, str, bytes, type(None), complex, slice, range,
+                        type(Ellipsis), type(NotImplemented), torch.dtype, torch.Size, torch.device,
+                        torch.memory_format, torch.layout, torch.DispatchKeySet})
+#: written by content through their own reduction (their parts through these rules)
+_CONTENT_TYPES = frozenset({functools.partial, collections.OrderedDict, fx_immutable.immutable_list,
+                            fx_immutable.immutable_dict, bytearray,
+                            *(c for c in (pytree.TreeSpec, getattr(pytree, "LeafSpec", None))
+                              if isinstance(c, type))})
+
+
+def _portable_class(cls: type) -> bool:
+    """A class of graphjit's own whose instances are data (``__graphjit_portable__``)."""
+    return cls.__dict__.get("__graphjit_portable__", False) is True and \
+        (cls.__module__ == RUNTIME_MODULE or cls.__module__.startswith("graphjit."))
+
+
+def _immutable_constant(value: Any) -> bool:
+    kind = type(value)
+    if kind in _IMMUTABLE or kind is types.CodeType:
+        return True
+    if kind in (tuple, frozenset):
+        return all(_immutable_constant(v) for v in value)
+    return False
 
 
 class PortablePickler(pickle.Pickler):
@@ -213,8 +356,6 @@ class PortablePickler(pickle.Pickler):
     def __init__(self, file, refs: dict[int, Any] | None = None) -> None:
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
         self.refs = refs or {}
-        self.dispatch_table = copyreg.dispatch_table.copy()
-        self.dispatch_table[types.CodeType] = lambda code: (_make_code, _code_fields(code))
         #: id(obj) -> (obj, its persistent id), for objects met again in one dump (a class,
         #: a module's globals...): the same tuple, which the pickle memo then writes once
         self._pids: dict[int, tuple] = {}
@@ -237,10 +378,12 @@ class PortablePickler(pickle.Pickler):
             return None
         if kind is types.ModuleType:
             return ("module", obj.__name__)
-        if kind is dict and isinstance(obj.get("__name__"), str):
-            module = _module_of_globals(obj)
-            if module is not None:
-                return ("globals", module)
+        if kind is dict:
+            if isinstance(obj.get("__name__"), str):
+                module = _module_of_globals(obj)
+                if module is not None:
+                    return ("globals", module)
+            return None
         if obj is sys.modules:
             return ("sys.modules",)
         if kind is types.MappingProxyType:
@@ -263,44 +406,112 @@ class PortablePickler(pickle.Pickler):
                                    "found by its name")
             return ("function", *where, code_digest(obj.__code__))
         if isinstance(obj, type):
+            if _portable_class(obj):
+                return None  # (written as a global: ``find_class`` checks it is portable)
             where = _importable(obj) or _aliased(obj)
             if where is None:
                 raise NotCacheable(f"class {obj.__qualname__} cannot be found by its name")
             return ("class", *where, mro_names(obj))
         if kind in _BOUND_BUILTINS:
             owner = obj.__self__
-            if owner is not None and type(owner) in (dict, list, set, bytearray) and \
-                    self.persistent_id(owner) is None:  # (not a module's globals)
+            if owner is None or isinstance(owner, (types.ModuleType, type)):
+                where = _importable(obj)
+                if where is not None:
+                    return ("builtin", *where)
+                if owner is not None and isinstance(getattr(owner, obj.__name__, None), _BOUND_BUILTINS):
+                    return ("builtin-of", owner, obj.__name__)
+                raise NotCacheable(f"builtin {obj!r} cannot be found by its name")
+            if type(owner) in (dict, list, set, bytearray) and self.persistent_id(owner) is None:
                 raise NotCacheable(f"{obj!r} is bound to a {type(owner).__name__} known by identity")
-            return None
+            return None  # (reduced by ``reducer_override``)
+        if isinstance(obj, enum.Enum) or kind is types.MethodType:
+            return None  # (reduced by ``reducer_override``)
         if isinstance(obj, torch.nn.Module):
             raise NotCacheable(f"a {type(obj).__qualname__} module held by identity")
         if isinstance(obj, torch.nn.Parameter):
             raise NotCacheable("a parameter held by identity")
-        return None
+        if kind in _CONTENT_TYPES or kind is torch.Tensor or _portable_class(kind) or \
+                getattr(kind, "__module__", None) == RUNTIME_MODULE:
+            return None
+        where = _module_global(obj)
+        if where is not None:
+            return ("global", *where, qualified_name(kind))
+        return None  # (``reducer_override`` refuses it)
+
+    def _constant_ok(self, value: Any) -> bool:
+        """May generated code hold ``value`` as a written constant?  Immutable values, named
+        objects, and ``functools.partial``s of those (a partial has no state of its own
+        to change)."""
+        if _immutable_constant(value) or self.persistent_id(value) is not None:
+            return True
+        if type(value) is functools.partial and not value.__dict__:
+            return self._constant_ok(value.func) and all(map(self._constant_ok, value.args)) and \
+                all(map(self._constant_ok, value.keywords.values()))
+        if type(value) in (tuple, frozenset):
+            return all(map(self._constant_ok, value))
+        return False
+
+    def reducer_override(self, obj: Any) -> Any:  # noqa: C901  (one table of cases)
+        kind = type(obj)
+        if kind is types.CodeType:
+            for const in obj.co_consts:
+                if not self._constant_ok(const):
+                    raise NotCacheable(f"the generated code holds a {_what(const)} by identity "
+                                       "(a copy would not be the object it uses)")
+            return _make_code, _code_fields(obj)
+        if kind is torch.Tensor:
+            return _tensor_reduce(obj)
+        if isinstance(obj, enum.Enum):
+            return _enum_member, (kind, obj.name)
+        if kind in _BOUND_BUILTINS:
+            if not _bound_ok(obj.__self__, obj.__name__):
+                raise NotCacheable(f"a builtin method {obj.__name__} of a {_what(obj.__self__)}")
+            return _bound_method, (obj.__self__, obj.__name__)
+        if kind is types.MethodType:
+            return _method, (obj.__self__, obj.__func__)
+        if isinstance(obj, _TORCH_VALUE_TYPES) or kind in _PLAIN or kind in _CONTENT_TYPES or \
+                isinstance(obj, type) or kind is types.FunctionType:
+            return NotImplemented
+        if _portable_class(kind) or getattr(kind, "__module__", None) == RUNTIME_MODULE:
+            return NotImplemented
+        if isinstance(obj, torch.Tensor):
+            raise NotCacheable(f"a tensor of type {qualified_name(kind)} held as a constant")
+        raise NotCacheable(f"a {_what(obj)} held by identity (a copy would not be the object the entry uses)")
 
 
-#: types always written by content (the common case, checked first)
-_PLAIN = frozenset({int, float, bool, str, bytes, type(None), tuple, list, frozenset, set, complex,
-                    slice, type(Ellipsis), torch.dtype, torch.Size, torch.device, torch.memory_format,
-                    torch.layout})
+def _tensor_reduce(t: torch.Tensor) -> tuple:
+    if t.layout != torch.strided or t.device.type != "cpu" or t.is_quantized or t.is_neg() or t.is_conj():
+        raise NotCacheable(f"a {t.layout} {t.device.type} tensor held as a constant")
+    if t.grad_fn is not None:
+        raise NotCacheable("a tensor with autograd history held as a constant")
+    storage = t.untyped_storage()
+    data = bytes(storage) if storage.nbytes() else b""
+    return _tensor, (t.dtype, tuple(t.shape), tuple(t.stride()), t.storage_offset(), data, t.requires_grad)
 
 
-#: builtin methods bound to an object (``{}.get``, ``f.__get__``): pickled as
-#: ``getattr(owner, name)``, so the owner must be found again, not copied
+def _what(value: Any) -> str:
+    kind = type(value)
+    return kind.__qualname__ if kind.__module__ == "builtins" else qualified_name(kind)
+
+
+#: builtin methods bound to an object (``{}.get``, ``f.__get__``)
 _BOUND_BUILTINS = (types.BuiltinMethodType, types.MethodWrapperType)
 
 
 class PortableUnpickler(pickle.Unpickler):
-    """Reads what :class:`PortablePickler` wrote; ``resolve(reference)`` finds the objects
-    the writer's caller referred to.  Raises :class:`Stale` for a reference that leads to
-    something else now."""
+    """Reads what :class:`PortablePickler` wrote, and nothing else: ``find_class`` answers
+    only the loaders and data classes of the module docstring, ``persistent_load`` only the
+    kinds the pickler writes.  ``resolve(reference)`` finds the objects the writer's caller
+    referred to.  Raises :class:`Stale` for a reference that leads to something else now,
+    ``pickle.UnpicklingError`` for anything the pickler would not have written."""
 
     def __init__(self, file, resolve: Callable[[Any], Any] | None = None) -> None:
         super().__init__(file)
         self.resolve = resolve
 
-    def persistent_load(self, pid: Any) -> Any:
+    def persistent_load(self, pid: Any) -> Any:  # noqa: C901  (one table of cases)
+        if not isinstance(pid, tuple) or not pid or not isinstance(pid[0], str):
+            raise pickle.UnpicklingError("malformed persistent id")
         kind = pid[0]
         try:
             if kind == "ref":
@@ -308,12 +519,14 @@ class PortableUnpickler(pickle.Unpickler):
                     raise Stale(f"no resolver for {pid[1]!r}")
                 return self.resolve(pid[1])
             if kind == "module":
-                return importlib.import_module(pid[1])
+                return _import(pid[1])
             if kind == "globals":
-                return vars(importlib.import_module(pid[1]))
+                return vars(_import(pid[1]))
             if kind == "sys.modules":
                 return sys.modules
             if kind == "classdict":
+                if not isinstance(pid[1], type):
+                    raise pickle.UnpicklingError("classdict of a non-class")
                 return pid[1].__dict__
             if kind == "op":
                 packet = getattr(getattr(torch.ops, pid[1]), pid[2])
@@ -332,14 +545,51 @@ class PortableUnpickler(pickle.Unpickler):
                 if not isinstance(cls, type) or mro_names(cls) != pid[3]:
                     raise Stale(f"class {pid[1]}.{pid[2]} changed")
                 return cls
-        except (ImportError, AttributeError) as e:
+            if kind == "builtin":
+                fn = _lookup(pid[1], pid[2])
+                if not isinstance(fn, _BOUND_BUILTINS + (types.BuiltinFunctionType,)):
+                    raise Stale(f"builtin {pid[1]}.{pid[2]} changed")
+                return fn
+            if kind == "builtin-of":
+                owner, name = pid[1], pid[2]
+                if not isinstance(owner, (types.ModuleType, type)):
+                    raise pickle.UnpicklingError("builtin of a non-module")
+                fn = getattr(owner, name)
+                if not isinstance(fn, _BOUND_BUILTINS):
+                    raise Stale(f"builtin {name} changed")
+                return fn
+            if kind == "global":
+                obj = getattr(_import(pid[1]), pid[2])
+                if qualified_name(type(obj)) != pid[3]:
+                    raise Stale(f"{pid[1]}.{pid[2]} is a {type(obj).__qualname__} now")
+                return obj
+        except (ImportError, AttributeError, KeyError) as e:
             raise Stale(f"{pid[:3]!r} not found: {e}") from None
-        raise pickle.UnpicklingError(f"unknown persistent id {pid!r}")
+        raise pickle.UnpicklingError(f"unknown persistent id {kind!r}")
 
     def find_class(self, module: str, name: str) -> Any:
-        if module == "builtins" and name in ("eval", "exec", "compile", "__import__"):
-            raise pickle.UnpicklingError(f"refusing builtins.{name}")
-        return super().find_class(module, name)
+        found = _LOADERS.get((module, name))
+        if found is not None:
+            return found
+        if module == "torch" and isinstance(getattr(torch, name, None), _TORCH_VALUE_TYPES):
+            return getattr(torch, name)
+        if module.startswith("graphjit.") and "." not in name:
+            obj = getattr(sys.modules.get(module), name, None)
+            if isinstance(obj, type) and _portable_class(obj) or \
+                    obj is not None and not isinstance(obj, type) and _portable_class(type(obj)):
+                return obj
+        raise pickle.UnpicklingError(f"a graphjit cache entry does not name {module}.{name}")
+
+
+def _import(name: str) -> types.ModuleType:
+    """A module an entry names: one already imported (a program's frames run after the
+    modules their globals name were imported), or imported now by its dotted name."""
+    module = sys.modules.get(name)
+    if module is not None:
+        return module
+    if not all(part.isidentifier() for part in name.split(".")):
+        raise pickle.UnpicklingError(f"not a module name: {name!r}")
+    return importlib.import_module(name)
 
 
 def dumps(obj: Any, refs: dict[int, Any] | None = None) -> bytes:
@@ -377,4 +627,3 @@ def describe(obj: Any) -> tuple:
 
 __all__ = ["NotCacheable", "Stale", "PortablePickler", "PortableUnpickler", "dumps", "loads", "describe",
            "code_digest", "RUNTIME_MODULE"]
-del builtins

@@ -43,6 +43,8 @@ class GuardPart:
     """One check: ``expr`` must be true.  ``actual`` is the expression of the value the
     check reads and ``expected`` its expected value as text (both optional)."""
 
+    __graphjit_portable__ = True  # (written by content into the persistent cache)
+
     label: str
     expr: str
     actual: str | None = None
@@ -101,6 +103,8 @@ class ConstInfo:
     another process it must be found again, never copied); ``bind``: where the guard
     reads the value (a Source, or a guard expression such as ``___self_fn.__defaults__``),
     so that it can be found again by evaluating that, or ``None``."""
+
+    __graphjit_portable__ = True  # (written by content into the persistent cache)
 
     value: Any
     identity: bool = False
@@ -737,6 +741,8 @@ class GuardRecipe:
     variables the checks read (bound to its own cells).  ``scope_args`` are the
     :class:`GuardScope` arguments that render sources for this guard (the cache renders
     the sources of identity constants with them)."""
+
+    __graphjit_portable__ = True  # (written by content into the persistent cache)
 
     name: str
     sig: str

@@ -181,6 +181,8 @@ class FunctionCall:
 class Template:
     """A pytree with :data:`INPUT` markers, filled with values in flatten order."""
 
+    __graphjit_portable__ = True  # (written by content into the persistent cache)
+
     __slots__ = ("leaves", "spec", "positions")
 
     def __init__(self, tree: Any) -> None:
@@ -198,6 +200,8 @@ class Template:
 class _Input:
     """Marks where an explicit input goes in a template (one object: copies and pickles
     of a graph keep it)."""
+
+    __graphjit_portable__ = True  # (written by content into the persistent cache)
 
     def __repr__(self) -> str:
         return "INPUT"
