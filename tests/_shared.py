@@ -39,7 +39,7 @@ import graphjit
 from graphjit.backends.registry import lookup_backend
 from graphjit.diagnostics import logs
 from graphjit.runtime.mode_state import capture_modes, restore_modes
-from graphjit.testing import CompileCounter, _run, assert_equal, check_same
+from graphjit.testing import CompileCounter, _run, assert_equal, check_same, warm_pass
 
 # --------------------------------------------------------------------------------------
 # calling and comparing
@@ -114,6 +114,8 @@ def compare_call(fn, compiled, args, kwargs=None, *, who="", ignore_addresses=Tr
         assert torch.equal(rng_state()[1], rng_eager[1]), f"{at}torch's RNG state differs from eager's"
     assert_equal(c_args, e_args, f"{at}args after the call")
     assert_equal(c_kwargs, e_kwargs, f"{at}kwargs after the call")
+    warm_pass.record(compare_call, fn, compiled, args, kwargs, who=who, ignore_addresses=ignore_addresses,
+                     torch_rng=torch_rng)
     return actual
 
 
@@ -499,4 +501,5 @@ def counting_backend(backend: str):
         cnt(gm, example_inputs)
         return inner(gm, example_inputs)
 
+    counted.graphjit_cache_key = f"counting {backend}"  # (the warm pass loads its entries)
     return cnt, counted

@@ -22,6 +22,8 @@ import pytest
 
 import graphjit
 
+pytestmark = pytest.mark.uncached("manages the persistent cache itself")
+
 HERE = pathlib.Path(__file__).parent
 SRC = pathlib.Path(graphjit.__file__).parent.parent
 BASIC = ["plain", "with_break", "nested", "cond_program", "vmap_program", "region_program", "module", "checked"]

@@ -29,6 +29,8 @@ import graphjit
 from graphjit import cache
 from graphjit.cache import portable, store, trust
 
+pytestmark = pytest.mark.uncached("manages the persistent cache itself")
+
 
 def program(x):
     return torch.sin(x) * 2 + 1

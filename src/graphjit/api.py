@@ -12,6 +12,7 @@ from .runtime import stats as _stats
 from .runtime.call_forms import canonical_call
 from .runtime.dispatch import CompiledFunction, ObjectCall, call_object, reset_all
 from .runtime.module_calls import forget_shared_calls, shared_module_call
+from .runtime.persist import flush as flush_cache_writes
 
 
 class CompiledModule(torch.nn.Module):
@@ -128,7 +129,9 @@ def reset() -> None:
 
 def stats() -> dict[str, Any]:
     """``{"graph_breaks", "break_reasons", "frames_total", "frames_ok", "recompiles"}``
-    since the last :func:`reset`."""
+    since the last :func:`reset` (and the persistent cache's counts: entries queued to be
+    written are written first)."""
+    flush_cache_writes()
     return _stats.snapshot()
 
 

@@ -5,7 +5,8 @@ on other copies, then compares return values (tensors exactly: dtype, shape, val
 the arguments afterwards (mutations), captured stdout, and the exception raised (type and
 message).  Both runs start
 from the same ``random`` and torch RNG state and must leave the same state.  It returns
-the :class:`CompileCounter` so tests can assert graph counts.
+the :class:`CompileCounter` so tests can assert graph counts.  :data:`warm_pass` makes the
+same comparisons again with every entry loaded from the persistent cache.
 """
 
 from __future__ import annotations
@@ -25,7 +26,12 @@ from .runtime.mode_state import capture_modes, restore_modes
 
 
 class CompileCounter:
-    """A backend that counts graphs and ops and runs the graph eagerly."""
+    """A backend that counts graphs and ops and runs the graph eagerly (its compiled graph
+    depends only on the graph: the persistent cache keys it by this name)."""
+
+    graphjit_cache_key = "graphjit.testing.CompileCounter"
+    #: it runs the graph as it is: a graph with symbolic sizes may be written too
+    graphjit_runs_graph = True
 
     def __init__(self) -> None:
         self.frame_count = 0
@@ -120,37 +126,99 @@ def _run(fn, args, kwargs):
             return ("raised", e), out.getvalue()
 
 
+def _compare_once(fn: Callable, compiled: Callable, args: tuple, kwargs: dict) -> None:
+    e_args, e_kwargs = copy.deepcopy((args, kwargs))
+    c_args, c_kwargs = copy.deepcopy((args, kwargs))
+    rng_before = random.getstate(), torch.get_rng_state()
+    modes_before = capture_modes()
+    expected, e_out = _run(fn, e_args, e_kwargs)
+    rng_eager = random.getstate(), torch.get_rng_state()
+    modes_eager = capture_modes()
+    restore_modes(modes_before)
+    random.setstate(rng_before[0])
+    torch.set_rng_state(rng_before[1])
+    actual, c_out = _run(compiled, c_args, c_kwargs)
+    assert capture_modes() == modes_eager, (
+        f"global modes after the call: {capture_modes()} (eager: {modes_eager})")
+    assert c_out == e_out, f"stdout differs:\ncompiled: {c_out!r}\neager:    {e_out!r}"
+    assert actual[0] == expected[0], f"eager {expected[0]} {expected[1]!r}, compiled {actual[0]} {actual[1]!r}"
+    if expected[0] == "raised":
+        assert type(actual[1]) is type(expected[1]) and str(actual[1]) == str(expected[1]), (
+            f"exception differs: {actual[1]!r} vs {expected[1]!r}")
+    else:
+        assert_equal(actual[1], expected[1])
+    assert random.getstate() == rng_eager[0], "random's state differs from eager's after the call"
+    assert torch.equal(torch.get_rng_state(), rng_eager[1]), "torch's RNG state differs from eager's"
+    assert_equal(c_args, e_args, "args after the call")
+    assert_equal(c_kwargs, e_kwargs, "kwargs after the call")
+
+
 def check_same(fn: Callable, *args, backend=None, fullgraph: bool = False, calls: int = 2,
                reset_first: bool = True, **kwargs) -> CompileCounter:
     """Run ``fn`` eagerly and compiled ``calls`` times on copies of the arguments and
-    assert identical behaviour; returns the counter backend used."""
+    assert identical behaviour; returns the counter backend used.  With a
+    :data:`warm_pass` recording, the comparison is recorded to be made again warm."""
     if reset_first:
         reset()
     counter = CompileCounter()
     compiled = compile(fn, backend=backend or counter, fullgraph=fullgraph)
     for _ in range(calls):
-        e_args, e_kwargs = copy.deepcopy((args, kwargs))
-        c_args, c_kwargs = copy.deepcopy((args, kwargs))
-        rng_before = random.getstate(), torch.get_rng_state()
-        modes_before = capture_modes()
-        expected, e_out = _run(fn, e_args, e_kwargs)
-        rng_eager = random.getstate(), torch.get_rng_state()
-        modes_eager = capture_modes()
-        restore_modes(modes_before)
-        random.setstate(rng_before[0])
-        torch.set_rng_state(rng_before[1])
-        actual, c_out = _run(compiled, c_args, c_kwargs)
-        assert capture_modes() == modes_eager, (
-            f"global modes after the call: {capture_modes()} (eager: {modes_eager})")
-        assert c_out == e_out, f"stdout differs:\ncompiled: {c_out!r}\neager:    {e_out!r}"
-        assert actual[0] == expected[0], f"eager {expected[0]} {expected[1]!r}, compiled {actual[0]} {actual[1]!r}"
-        if expected[0] == "raised":
-            assert type(actual[1]) is type(expected[1]) and str(actual[1]) == str(expected[1]), (
-                f"exception differs: {actual[1]!r} vs {expected[1]!r}")
-        else:
-            assert_equal(actual[1], expected[1])
-        assert random.getstate() == rng_eager[0], "random's state differs from eager's after the call"
-        assert torch.equal(torch.get_rng_state(), rng_eager[1]), "torch's RNG state differs from eager's"
-        assert_equal(c_args, e_args, "args after the call")
-        assert_equal(c_kwargs, e_kwargs, "kwargs after the call")
+        _compare_once(fn, compiled, args, kwargs)
+    warm_pass.record(_compare_once, fn, compiled, args, kwargs)
     return counter
+
+
+class WarmPass:
+    """The differential calls of one test, made again *warm*: after the test, the compiled
+    state is dropped (:func:`reset`) and each recorded comparison runs again, its compiled
+    function now loading its entries from the persistent cache the first pass wrote (the
+    harness runs that pass with the cache on, writing only: ``cache.write_only``).  An
+    entry loaded from disk must behave as the one made in memory.
+
+    ``record(compare, fn, compiled, args, kwargs, **options)``: ``compare(fn, compiled,
+    args, kwargs, **options)`` is a comparison that asserts; the arguments are copied when
+    recorded (the test may change its own afterwards)."""
+
+    def __init__(self) -> None:
+        self.active = False
+        self.replaying = False
+        self.calls: list[tuple] = []
+        self._seen: set[tuple] = set()
+
+    def __repr__(self) -> str:
+        return f"WarmPass({len(self.calls)} calls, active={self.active})"
+
+    def start(self) -> None:
+        self.active, self.replaying, self.calls, self._seen = True, False, [], set()
+
+    def stop(self) -> None:
+        self.active, self.replaying, self.calls, self._seen = False, False, [], set()
+
+    def record(self, compare: Callable, fn: Callable, compiled: Callable, args: tuple, kwargs: dict,
+               **options) -> None:
+        if not self.active or self.replaying:
+            return
+        seen = (id(compare), id(compiled), id(args), id(kwargs))  # (the same call repeated: made again once)
+        if seen in self._seen:
+            return
+        self._seen.add(seen)
+        try:
+            saved = copy.deepcopy((args, kwargs))
+        except Exception:  # (an argument that cannot be copied: the call is not made again)
+            return
+        self.calls.append((compare, fn, compiled, saved, options))
+
+    def replay(self) -> int:
+        """Make every recorded comparison again after :func:`reset`; how many were made."""
+        calls, self.replaying = self.calls, True
+        try:
+            reset()  # (which writes every queued entry first)
+            for compare, fn, compiled, (args, kwargs), options in calls:
+                compare(fn, compiled, args, kwargs, **options)
+        finally:
+            self.replaying = False
+        return len(calls)
+
+
+#: the warm pass of the test running now (driven by the test suite's ``conftest.py``)
+warm_pass = WarmPass()

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import os
 import types
 from typing import Any, Callable
@@ -44,7 +45,7 @@ from typing import Any, Callable
 from .. import config
 from ..diagnostics import logs
 from ..exc import InternalError
-from . import store
+from . import store, writer
 from .entries import EntryPayload, SessionRefs, arg_types, capture
 from .key import entry_key
 from .portable import NotCacheable, Stale, dumps, loads
@@ -58,9 +59,27 @@ def cache_dir() -> str | None:
 
 def clear() -> None:
     """Delete every entry in :func:`cache_dir` (``graphjit.reset()`` does not)."""
+    writer.flush()
     root = cache_dir()
     if root:
         store.clear(root)
+
+
+#: entries are read on a miss in memory (off inside :func:`write_only`)
+_reads = True
+
+
+@contextlib.contextmanager
+def write_only():
+    """Entries are written but not read inside the block: a test's first pass traces
+    every frame as without a cache, and its warm pass then reads what it wrote
+    (``graphjit.testing``)."""
+    global _reads
+    old, _reads = _reads, False
+    try:
+        yield
+    finally:
+        _reads = old
 
 
 @contextlib.contextmanager
@@ -95,9 +114,17 @@ def set_recorder(record: Callable[[CacheEvent], None]) -> None:
     _recorder = record
 
 
-def _event(frame: str, outcome: str, detail: str = "") -> None:
+#: more observers of every event (``graphjit.testing``'s warm pass)
+listeners: list[Callable[[CacheEvent], None]] = []
+
+
+def _event(frame: str, outcome: str, detail: str = "", listener: Callable[[str, str], None] | None = None) -> None:
     event = CacheEvent(frame, outcome, detail)
+    if listener is not None:
+        listener(outcome, detail)
     _recorder(event)
+    for listener in listeners:
+        listener(event)
     logs.emit("cache", str(event))
 
 
@@ -135,14 +162,19 @@ class FrameCache:
     def __init__(self, code: types.CodeType, kind: str, session, qualname: str) -> None:
         self.code, self.kind, self.session, self.qualname = code, kind, session, qualname
         self._key: str | None | bool = False  # False: not computed yet
+        self._no_key = ""  # why there is no key
         self._candidates: list[_Candidate] | None = None
 
     def __repr__(self) -> str:
         return f"FrameCache({self.qualname})"
 
     def key(self) -> str | None:
+        """The entries' key, or ``None`` (``_no_key`` says why: nothing is read or written)."""
         if self._key is False:
-            self._key = entry_key(self.code, self.kind, self.session)
+            try:
+                self._key = entry_key(self.code, self.kind, self.session)
+            except NotCacheable as e:
+                self._key, self._no_key = None, str(e)
         return self._key
 
     def reset(self) -> None:
@@ -155,7 +187,7 @@ class FrameCache:
         """``(guard, function, graphs, labels)`` of a written entry that serves this call,
         a :class:`Skipped` for a frame that runs in Python, or ``None`` (it is traced)."""
         root = cache_dir()
-        key = self.key() if root else None
+        key = self.key() if root and _reads else None
         if key is None:
             return None
         if self._candidates is None:
@@ -201,51 +233,77 @@ class FrameCache:
                else "no written entry")
         return None
 
-    def save_skip(self, reason: str) -> None:
-        """Write that this frame runs in Python (nothing to compile before its first break)."""
+    def save_skip(self, reason: str, listener: Callable[[str, str], None] | None = None) -> None:
+        """Write that this frame runs in Python (nothing to compile before its first break).
+        ``listener(outcome, detail)`` hears what became of it (the report)."""
         root = cache_dir()
-        key = self.key() if root else None
+        if root:
+            writer.submit(functools.partial(self._write_skip, root, reason, listener))
+
+    def _write_skip(self, root: str, reason: str, listener=None) -> None:
+        event = functools.partial(_event, self.qualname, listener=listener)
+        key = self.key()
         if key is None:
+            event("not written", self._no_key)
             return
         try:
             path = store.write(root, key, {"qualname": self.qualname, "skip": reason}, b"")
         except OSError as e:
             store.bad_entry(root, f"cannot write: {e}")
+            event("not written", f"{type(e).__name__}: {e}")
             return
         if path is None:
-            _event(self.qualname, "not written", "the cache directory or key is refused")
+            event("not written", "the cache directory or key is refused")
             return
-        _event(self.qualname, "written", f"runs in Python: {path}")
+        event("written", f"runs in Python: {path}")
 
     def save(self, fn: types.FunctionType, guard, entry_fn: types.FunctionType, graphs: list,
-             refs: SessionRefs, args: tuple, kwargs: dict, breaks: list[str]) -> None:
-        """Write the entry just traced (or log why it cannot be written)."""
+             refs: SessionRefs, args: tuple, kwargs: dict, breaks: list[str],
+             listener: Callable[[str, str], None] | None = None) -> None:
+        """Queue the entry just traced to be written (``writer.py``: after the call that
+        traced it returns), or log why it cannot be; ``listener(outcome, detail)`` hears
+        which (the report)."""
         root = cache_dir()
-        key = self.key() if root else None
+        if root:
+            writer.submit(functools.partial(self._write, root, fn, guard, entry_fn, list(graphs), refs,
+                                            arg_types(args, kwargs), breaks, listener))
+
+    def _write(self, root: str, fn: types.FunctionType, guard, entry_fn: types.FunctionType, graphs: list,
+               refs: SessionRefs, types_of_args: list[str], breaks: list[str], listener=None) -> None:
+        event = functools.partial(_event, self.qualname, listener=listener)
+        key = self.key()
         if key is None:
+            event("not written", self._no_key)
             return
         try:
+            backend = self.session.backend
             payload = capture(self.qualname, guard, fn, entry_fn, graphs, refs, breaks,
-                              symbolic_ok=self.session.backend == "eager")
+                              symbolic_ok=backend == "eager" or getattr(backend, "graphjit_runs_graph", False))
             data = dumps(payload)
-            header = {"qualname": self.qualname, "arg_types": arg_types(args, kwargs),
+            header = {"qualname": self.qualname, "arg_types": types_of_args,
                       "graphs": len(graphs), "file": self.code.co_filename, "line": self.code.co_firstlineno}
             path = store.write(root, key, header, data)
             if path is None:
                 raise NotCacheable("the cache directory or key is refused")
         except NotCacheable as e:
-            _event(self.qualname, "not written", str(e))
+            event("not written", str(e))
             return
         except OSError as e:
             store.bad_entry(root, f"cannot write: {e}")
-            _event(self.qualname, "not written", f"{type(e).__name__}: {e}")
+            event("not written", f"{type(e).__name__}: {e}")
             return
         except Exception as e:
+            event("not written", f"{type(e).__name__}: {e}")
             if config.debug_checks:
                 raise InternalError(f"graphjit cache: writing {self.qualname}: {type(e).__name__}: {e}") from e
-            _event(self.qualname, "not written", f"{type(e).__name__}: {e}")
             return
-        _event(self.qualname, "written", path)
+        event("written", path)
 
 
-__all__ = ["FrameCache", "SessionRefs", "CacheEvent", "Skipped", "cache_dir", "clear", "disabled", "set_recorder", "NotCacheable"]
+def flush(timeout: float | None = None) -> bool:
+    """Wait until every entry queued to be written is written (``writer.py``)."""
+    return writer.flush(timeout)
+
+
+__all__ = ["FrameCache", "SessionRefs", "CacheEvent", "Skipped", "cache_dir", "clear", "disabled", "write_only", "flush",
+           "set_recorder", "NotCacheable"]

@@ -45,7 +45,7 @@ from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 from ..graph.compile import CompiledGraph, new_graph_name
 from ..guards.codegen import GuardFunction, GuardRecipe, guard_helpers, instantiate_guard, make_guard_callable
-from ..sources import AttrSource, FloatTensorSource, GetItemSource, GuardScope, Source, TypeSource
+from ..sources import AttrSource, ConstSource, FloatTensorSource, GetItemSource, GuardScope, Source, TypeSource
 from .graphs import GraphRecord, build_graph_module, graph_record
 from .portable import NotCacheable, PortablePickler, Stale, describe, dumps, loads, qualified_name
 
@@ -189,7 +189,8 @@ def _named(obj: Any) -> bool:
         return True
     if isinstance(obj, _NAMED_TYPES):
         owner = getattr(obj, "__self__", None)
-        return owner is None or isinstance(owner, (types.ModuleType, type))
+        if owner is None or isinstance(owner, (types.ModuleType, type)):
+            return True
     try:
         return PortablePickler(io.BytesIO()).persistent_id(obj) is not None
     except NotCacheable:
@@ -264,18 +265,47 @@ def _symbolic_inputs(gm: torch.fx.GraphModule) -> bool:
 
 
 def _derived_binds(recipe: GuardRecipe) -> dict[int, Source]:
-    """Sources for classes made at run time (``torch.nn.utils.parametrize`` makes one per
-    module class) and their ``__dict__``s, which the guard reads as constants: through the
-    type of an object the guard binds by its source (``type(L['m'].conv).__mro__[0]``)."""
+    """Sources for objects made at run time that the guard reads as constants, found
+    through a constant it binds by its source or finds by name: the classes of a bound
+    object's MRO (``torch.nn.utils.parametrize`` makes one per module class) and of a bound
+    class's, their ``__dict__``s, and the globals dicts of the functions they define
+    (code made by ``exec``: ``namedtuple``'s ``__new__``, an FX ``GraphModule``'s
+    ``forward``) or of a bound function."""
     out: dict[int, Source] = {}
     dicts: dict[int, Source] = {}
+    visited: set[int] = set()
+
+    def visit_class(cls: type, src: Source) -> None:
+        if id(cls) in visited:
+            return
+        visited.add(id(cls))
+        out.setdefault(id(cls), src)
+        under = gc.get_referents(cls.__dict__)[0]
+        dict_src = dicts.setdefault(id(under), AttrSource(src, "__dict__"))
+        for name, member in list(under.items()):
+            fn = member.__func__ if isinstance(member, (staticmethod, classmethod)) else member
+            if isinstance(fn, types.FunctionType) and isinstance(name, str):
+                item = GetItemSource(dict_src, name)
+                out.setdefault(id(fn.__globals__), AttrSource(AttrSource(item, "__func__") if fn is not member
+                                                              else item, "__globals__"))
+
     for info in recipe.consts:
-        if not info.identity or not isinstance(info.bind, Source) or isinstance(info.value, type):
+        if not info.identity:
             continue
-        for i, cls in enumerate(type(info.value).__mro__):
-            src = TypeSource(info.bind) if i == 0 else GetItemSource(AttrSource(TypeSource(info.bind), "__mro__"), i)
-            out.setdefault(id(cls), src)
-            dicts.setdefault(id(gc.get_referents(cls.__dict__)[0]), AttrSource(src, "__dict__"))
+        value = info.value
+        src = info.bind if isinstance(info.bind, Source) else \
+            (ConstSource(value, "named") if info.bind is None and _named(value) else None)
+        if src is None:
+            continue
+        if isinstance(value, type):
+            for i, cls in enumerate(value.__mro__):
+                visit_class(cls, src if i == 0 else GetItemSource(AttrSource(src, "__mro__"), i))
+        elif isinstance(value, types.FunctionType):
+            out.setdefault(id(value.__globals__), AttrSource(src, "__globals__"))
+        elif not _named(value):
+            for i, cls in enumerate(type(value).__mro__):
+                visit_class(cls, TypeSource(src) if i == 0 else
+                            GetItemSource(AttrSource(TypeSource(src), "__mro__"), i))
     for info in recipe.consts:
         if isinstance(info.value, types.MappingProxyType):
             under = gc.get_referents(info.value)

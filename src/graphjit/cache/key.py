@@ -86,26 +86,35 @@ class KeyDetails:
 
 
 def backend_id(backend: Any) -> Any:
-    """A backend as key material: its name, or a reference to the function (by name, with
-    its code's digest) for a callable; ``NotCacheable`` for anything else."""
+    """A backend as key material: its name, a reference to the function (by name, with
+    its code's digest) for a callable, or the ``graphjit_cache_key`` string a backend
+    names itself with (a backend whose compiled graphs depend only on the graph and its
+    inputs: ``graphjit.testing.CompileCounter``; one that also sets ``graphjit_runs_graph``
+    runs the graph as it is, so graphs with symbolic sizes are written for it as for
+    ``eager``); ``NotCacheable`` for anything else (an object's state is not its identity)."""
     if isinstance(backend, str):
         return backend
-    if not isinstance(backend, types.FunctionType):  # (an object's state is not its identity)
-        raise NotCacheable(f"backend {type(backend).__qualname__} object")
-    return hashlib.sha256(dumps(backend)).hexdigest()[:32]
+    named = getattr(backend, "graphjit_cache_key", None)
+    if isinstance(named, str):
+        return ("object", named)
+    if not isinstance(backend, types.FunctionType):
+        raise NotCacheable(f"the backend, a {type(backend).__qualname__} object, has no name for the cache "
+                           "(a graphjit_cache_key attribute)")
+    try:
+        return hashlib.sha256(dumps(backend)).hexdigest()[:32]
+    except NotCacheable as e:
+        raise NotCacheable(f"the backend {backend.__qualname__} cannot be named for the cache ({e})") from None
 
 
-def entry_key(code: types.CodeType, kind: str, session) -> str | None:
+def entry_key(code: types.CodeType, kind: str, session) -> str:
     """The key of ``code``'s entries in ``session`` (``kind``: ``"function"`` or
-    ``"nested"``), or ``None`` when the session's backend or options cannot be named."""
+    ``"nested"``); :class:`NotCacheable` (saying why) when the session's backend or
+    options cannot be named."""
     if code.co_name.startswith("__resume_at_"):  # (its number depends on the order traces ran in)
         code = code.replace(co_name="__resume_at", co_qualname="__resume_at")
-    try:
-        details = KeyDetails(code_digest(code), kind, backend_id(session.backend), session.mode,
-                             repr(session.options), session.dynamic, session.fullgraph,
-                             config_details(), override_details(), system_details())
-    except NotCacheable:
-        return None
+    details = KeyDetails(code_digest(code), kind, backend_id(session.backend), session.mode,
+                         repr(session.options), session.dynamic, session.fullgraph,
+                         config_details(), override_details(), system_details())
     return details.digest()
 
 

@@ -27,7 +27,10 @@ Contract (:class:`PortablePickler` / :func:`loads`):
   digest of its code and a class with the qualified names of its MRO, so that an edited
   function or a class with other bases is *stale* (:class:`Stale`: the entry is not
   used); an object bound to a name in the module of its type (``random._inst``, a
-  module-level config object); an ``Enum`` member by its class and name; torch operators
+  module-level config object); an ``Enum`` member by its class and name; a function
+  graphjit makes per class (``fn.__graphjit_made_by__ = (factory, args)``, the factory a
+  ``graphjit_runtime`` function marked ``__graphjit_factory__``) by the factory and its
+  arguments; torch operators
   (``OpOverload``, ``OpOverloadPacket``, higher-order operators) by their names;
   graphjit's own graph targets (``__module__ == "graphjit_runtime"``) by name.
 * Code objects are written field by field, their constants through the same rules, and a
@@ -272,6 +275,34 @@ def _method(owner: Any, fn: types.FunctionType) -> types.MethodType:
     return types.MethodType(fn, owner)
 
 
+def _method_by_name(owner: Any, name: str) -> types.MethodType:
+    """``owner.name`` for a function or ``classmethod`` defined on ``owner``'s class (or
+    on ``owner``, a class), found in the class dicts (no attribute lookup runs)."""
+    cls = owner if isinstance(owner, type) else type(owner)
+    for klass in cls.__mro__:
+        member = klass.__dict__.get(name)
+        if member is None:
+            continue
+        if isinstance(member, classmethod) and isinstance(member.__func__, types.FunctionType):
+            return types.MethodType(member.__func__, cls)
+        if isinstance(member, types.FunctionType) and not isinstance(owner, type):
+            return types.MethodType(member, owner)
+        break
+    raise Stale(f"{cls.__qualname__}.{name} is not a method now")
+
+
+def _exception(cls: type, args: tuple, attrs: dict, cause, context, suppress: bool) -> BaseException:
+    """An exception like the one written (its ``__init__`` is not run again: it ran when the
+    program made the one the trace saw)."""
+    if not (isinstance(cls, type) and issubclass(cls, BaseException)):
+        raise pickle.UnpicklingError("an exception of a non-exception class")
+    exc = BaseException.__new__(cls)
+    exc.args = args
+    exc.__dict__.update(attrs)
+    exc.__cause__, exc.__context__, exc.__suppress_context__ = cause, context, suppress
+    return exc
+
+
 def _enum_member(cls: type, name: str) -> enum.Enum:
     if not isinstance(cls, enum.EnumMeta):
         raise pickle.UnpicklingError(f"{cls!r} is not an Enum")
@@ -296,13 +327,14 @@ def _bound_method(owner: Any, name: str) -> Any:
     return getattr(owner, name)
 
 
-for _loader in (_make_code, _tensor, _method, _enum_member, _bound_method):
+for _loader in (_make_code, _tensor, _method, _method_by_name, _exception, _enum_member, _bound_method):
     _loader.__module__ = __name__
 
 #: ``(module, name)`` -> the object ``find_class`` answers: the loaders above, and the
 #: constructors of the plain values pickle writes with ``REDUCE``/``GLOBAL``
 _LOADERS: dict[tuple[str, str], Any] = {
-    (__name__, f.__name__): f for f in (_make_code, _tensor, _method, _enum_member, _bound_method)}
+    (__name__, f.__name__): f for f in (_make_code, _tensor, _method, _method_by_name, _exception,
+                                         _enum_member, _bound_method)}
 _LOADERS.update({
     ("builtins", "complex"): complex, ("builtins", "slice"): slice, ("builtins", "range"): range,
     ("builtins", "Ellipsis"): Ellipsis, ("builtins", "NotImplemented"): NotImplemented,
@@ -376,16 +408,16 @@ class PortablePickler(pickle.Pickler):
         kind = type(obj)
         if kind in _PLAIN:
             return None
-        if kind is types.ModuleType:
+        if isinstance(obj, types.ModuleType) and sys.modules.get(obj.__name__) is obj:
             return ("module", obj.__name__)
         if kind is dict:
+            if obj is sys.modules:
+                return ("sys.modules",)
             if isinstance(obj.get("__name__"), str):
                 module = _module_of_globals(obj)
                 if module is not None:
                     return ("globals", module)
             return None
-        if obj is sys.modules:
-            return ("sys.modules",)
         if kind is types.MappingProxyType:
             cls = _class_of_dict(obj)
             if cls is None:
@@ -397,9 +429,14 @@ class PortablePickler(pickle.Pickler):
             return ("op", obj._qualified_op_name.split("::", 1)[0], obj._qualified_op_name.split("::", 1)[1], None)
         if isinstance(obj, torch._ops.HigherOrderOperator):
             return ("hop", obj.name())
+        if isinstance(obj, torch._ops._OpNamespace) and getattr(torch.ops, obj.name, None) is obj:
+            return ("opns", obj.name)
         if getattr(obj, "__module__", None) == RUNTIME_MODULE and isinstance(obj, (type, types.FunctionType)):
             return ("runtime", obj.__qualname__)
         if kind is types.FunctionType:
+            made = obj.__dict__.get("__graphjit_made_by__")
+            if made is not None:  # (a function graphjit makes per class: made again by its factory)
+                return ("made", made[0].__qualname__, made[1])
             where = _importable(obj)
             if where is None:
                 raise NotCacheable(f"function {obj.__qualname__} ({obj.__code__.co_filename}) cannot be "
@@ -414,16 +451,21 @@ class PortablePickler(pickle.Pickler):
             return ("class", *where, mro_names(obj))
         if kind in _BOUND_BUILTINS:
             owner = obj.__self__
+            where = _importable(obj)  # (also pybind11's functions, bound to a function record)
+            if where is not None:
+                return ("builtin", *where)
             if owner is None or isinstance(owner, (types.ModuleType, type)):
-                where = _importable(obj)
-                if where is not None:
-                    return ("builtin", *where)
-                if owner is not None and isinstance(getattr(owner, obj.__name__, None), _BOUND_BUILTINS):
+                if owner is not None and getattr(owner, obj.__name__, None) is obj:
                     return ("builtin-of", owner, obj.__name__)
                 raise NotCacheable(f"builtin {obj!r} cannot be found by its name")
             if type(owner) in (dict, list, set, bytearray) and self.persistent_id(owner) is None:
                 raise NotCacheable(f"{obj!r} is bound to a {type(owner).__name__} known by identity")
             return None  # (reduced by ``reducer_override``)
+        if kind in _DESCRIPTORS:
+            owner = getattr(obj, "__objclass__", None)
+            if isinstance(owner, type) and owner.__dict__.get(obj.__name__) is obj:
+                return ("descriptor", owner, obj.__name__)
+            raise NotCacheable(f"a {kind.__name__} {obj!r} not found in its class")
         if isinstance(obj, enum.Enum) or kind is types.MethodType:
             return None  # (reduced by ``reducer_override``)
         if isinstance(obj, torch.nn.Module):
@@ -442,14 +484,41 @@ class PortablePickler(pickle.Pickler):
         """May generated code hold ``value`` as a written constant?  Immutable values, named
         objects, and ``functools.partial``s of those (a partial has no state of its own
         to change)."""
-        if _immutable_constant(value) or self.persistent_id(value) is not None:
+        if _immutable_constant(value) or self.persistent_id(value) is not None or _portable_class(type(value)):
             return True
+        if type(value) is types.MethodType:  # (no state of its own: its object and function)
+            try:
+                self._method_reduce(value)
+            except NotCacheable:
+                return False
+            return self._constant_ok(value.__self__)
+        if isinstance(value, BaseException):  # (a template: generated code raises fresh copies)
+            return type(value).__dict__.get("__reduce__") is None and self._constant_ok(type(value)) and \
+                all(map(self._constant_ok, value.args)) and all(map(self._constant_ok, vars(value).values())) and \
+                all(self._constant_ok(x) for x in (value.__cause__, value.__context__) if x is not None)
         if type(value) is functools.partial and not value.__dict__:
             return self._constant_ok(value.func) and all(map(self._constant_ok, value.args)) and \
                 all(map(self._constant_ok, value.keywords.values()))
         if type(value) in (tuple, frozenset):
             return all(map(self._constant_ok, value))
         return False
+
+    def _method_reduce(self, method: types.MethodType) -> tuple:
+        """A bound method as its object and function, or (a function that cannot be
+        named: ``namedtuple``'s ``_make``) its object and the name its class defines it by."""
+        try:
+            if self.persistent_id(method.__func__) is not None:
+                return _method, (method.__self__, method.__func__)
+        except NotCacheable:
+            pass
+        name = method.__func__.__name__
+        try:
+            again = _method_by_name(method.__self__, name)
+        except Stale:
+            again = None
+        if again is None or again.__func__ is not method.__func__ or again.__self__ is not method.__self__:
+            raise NotCacheable(f"method {method.__func__.__qualname__} cannot be found by its name")
+        return _method_by_name, (method.__self__, name)
 
     def reducer_override(self, obj: Any) -> Any:  # noqa: C901  (one table of cases)
         kind = type(obj)
@@ -468,7 +537,10 @@ class PortablePickler(pickle.Pickler):
                 raise NotCacheable(f"a builtin method {obj.__name__} of a {_what(obj.__self__)}")
             return _bound_method, (obj.__self__, obj.__name__)
         if kind is types.MethodType:
-            return _method, (obj.__self__, obj.__func__)
+            return self._method_reduce(obj)
+        if isinstance(obj, BaseException) and kind.__dict__.get("__reduce__") is None:
+            return _exception, (kind, obj.args, dict(vars(obj)), obj.__cause__, obj.__context__,
+                                obj.__suppress_context__)
         if isinstance(obj, _TORCH_VALUE_TYPES) or kind in _PLAIN or kind in _CONTENT_TYPES or \
                 isinstance(obj, type) or kind is types.FunctionType:
             return NotImplemented
@@ -496,6 +568,9 @@ def _what(value: Any) -> str:
 
 #: builtin methods bound to an object (``{}.get``, ``f.__get__``)
 _BOUND_BUILTINS = (types.BuiltinMethodType, types.MethodWrapperType)
+#: C-level descriptors, found again in their class's ``__dict__`` (``object.__setattr__``)
+_DESCRIPTORS = frozenset({types.WrapperDescriptorType, types.MethodDescriptorType, types.ClassMethodDescriptorType,
+                          types.GetSetDescriptorType, types.MemberDescriptorType})
 
 
 class PortableUnpickler(pickle.Unpickler):
@@ -531,6 +606,8 @@ class PortableUnpickler(pickle.Unpickler):
             if kind == "op":
                 packet = getattr(getattr(torch.ops, pid[1]), pid[2])
                 return packet if pid[3] is None else getattr(packet, pid[3])
+            if kind == "opns":
+                return getattr(torch.ops, pid[1])
             if kind == "hop":
                 return getattr(torch.ops.higher_order, pid[1])
             if kind == "runtime":
@@ -558,6 +635,17 @@ class PortableUnpickler(pickle.Unpickler):
                 if not isinstance(fn, _BOUND_BUILTINS):
                     raise Stale(f"builtin {name} changed")
                 return fn
+            if kind == "made":
+                factory = runtime_object(pid[1])
+                if not getattr(factory, "__graphjit_factory__", False):
+                    raise pickle.UnpicklingError(f"{pid[1]} is not a graphjit factory")
+                return factory(*pid[2])
+            if kind == "descriptor":
+                owner, name = pid[1], pid[2]
+                found = owner.__dict__.get(name) if isinstance(owner, type) else None
+                if type(found) not in _DESCRIPTORS:
+                    raise Stale(f"{owner!r}.{name} is not a descriptor now")
+                return found
             if kind == "global":
                 obj = getattr(_import(pid[1]), pid[2])
                 if qualified_name(type(obj)) != pid[3]:

@@ -10,6 +10,7 @@ from typing import Any, Callable
 
 import torch
 
+from .. import cache
 from ..api import compile, reset, stats
 from ..exc import Unsupported
 from ..runtime.dispatch import all_entries
@@ -75,8 +76,9 @@ def explain(fn: Callable, *, backend: Any = None) -> Callable[..., ExplainOutput
             graphs.append(gm)
             return (backend or (lambda g, i: g.forward))(gm, example_inputs)
 
-        compiled = compile(fn, backend=recording)
-        compiled(*args, **kwargs)
+        with cache.disabled():  # (explain traces: nothing is read from or written to the disk)
+            compiled = compile(fn, backend=recording)
+            compiled(*args, **kwargs)
         s = stats()
         ops = [[n.target for n in g.graph.nodes if n.op in ("call_function", "call_method", "call_module")]
                for g in graphs]

@@ -21,6 +21,7 @@ import inspect
 import math
 import operator
 import textwrap
+import threading
 import types
 from typing import Any, Callable
 
@@ -35,6 +36,8 @@ from .shapes import ShapeGuards
 from ..sources import ConstSource, GuardScope, TypeSource
 from .guard import MODE_STATE, GlobalQuery, Guard, GuardKind
 
+#: one guard's readable parts are rendered once, by whichever thread needs them first
+_RENDER_LOCK = threading.RLock()
 _SIMPLE_CONSTANTS = (int, str, bool, type(None))
 
 
@@ -768,10 +771,13 @@ class GuardRecipe:
         new entry's guard renders them on first use, not when it is built (most entries
         never explain a miss; a deep model's guard has thousands)."""
         if self._lazy is not None:
-            lazy, self._lazy = self._lazy, None
-            self.parts, c = lazy()
-            if len(c.names) != len(self.const_names):  # (a constant only the readable checks name)
-                self.const_names, self.consts, self._make_code = list(c.names), list(c.info), None
+            with _RENDER_LOCK:  # (the persistent cache's writer thread renders them too)
+                if self._lazy is not None:
+                    lazy = self._lazy
+                    parts, c = lazy()
+                    if len(c.names) != len(self.const_names):  # (a constant only the readable checks name)
+                        self.const_names, self.consts, self._make_code = list(c.names), list(c.info), None
+                    self.parts, self._lazy = parts, None
         return self.parts
 
     def make_code(self) -> types.CodeType:

@@ -25,6 +25,7 @@ import sys
 import time
 from typing import Iterator
 
+from .. import cache
 from . import record
 from .decompile import DecompileError, decompile, recompile
 from .record import start, stop
@@ -55,6 +56,7 @@ def write(out_dir: str | os.PathLike = "graphjit_report", rec: record.Recorder |
         raise RuntimeError("graphjit is not recording: call graphjit.report.start() (or run under "
                            "`python -m graphjit report` / GRAPHJIT_REPORT=DIR) before the code to report on")
     started = time.perf_counter()
+    cache.flush(timeout=60.0)  # (the entries queued to be written say whether they were)
     log = serialize(rec)
     return write_log(log, out_dir, started)
 

@@ -53,6 +53,7 @@ class CompileRecord:
     error: str | None = None
     entry_stats: EntryStats | None = None
     called: type | None = None   # the class of the object graphjit's call_object frame calls
+    cache: str | None = None     # the persistent cache: "written", or "not written: why"
 
     def __repr__(self) -> str:
         return f"CompileRecord(#{self.index} {self.qualname} {self.outcome})"
@@ -110,6 +111,11 @@ class _Handle:
     def done(self, result: Any) -> None:
         if self.record is not None:
             self.record.outcome, self.record.entry = "done", result
+
+    def cache_outcome(self, outcome: str, detail: str) -> None:
+        """What the persistent cache did with the entry (its writer thread calls this)."""
+        if self.record is not None:
+            self.record.cache = outcome if outcome == "written" else f"{outcome}: {detail}"
 
     def check(self, check: Callable[..., bool]) -> Callable[..., bool]:
         """``check`` itself when not recording; else a wrapper counting its calls, hits

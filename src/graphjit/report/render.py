@@ -206,6 +206,8 @@ def _compile(log: dict, c: dict) -> str:
     if c["guard_checks"] is not None:
         out.append(f"<div>guard checks {c['guard_checks']}, hits {c['guard_hits']}, "
                    f"{esc(_seconds(c['guard_seconds']))}</div>")
+    if c.get("cache"):
+        out.append(f"<div>persistent cache: {esc(c['cache'])}</div>")
     r = c["recompile"]
     if r:
         prev = [i for i in log["frames"][c["frame"]]["compiles"] if i < c["id"]]

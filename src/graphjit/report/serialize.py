@@ -86,6 +86,7 @@ class _Log:
             "guard_checks": c.entry_stats.checks if c.entry_stats else None,
             "guard_hits": c.entry_stats.hits if c.entry_stats else None,
             "guard_seconds": c.entry_stats.seconds if c.entry_stats else 0.0,
+            "cache": c.cache,
         }
         frame["compiles"].append(c.index)
         self.compiles.append(item)

@@ -208,11 +208,11 @@ class NestedDispatcher:
             return fn
         if isinstance(entry, RunEagerly):
             skip_frame(fn, entry.reason)
-            persist.save_skip(self, self.code, "nested", entry.reason)
+            persist.save_skip(self, self.code, "nested", entry.reason, recording)
             self._run_eagerly = True
             return None
         stats.bump("frames_ok")
-        persist.save(self, fn, self.code, "nested", entry, args, disk_kwargs)
+        persist.save(self, fn, self.code, "nested", entry, args, disk_kwargs, recording)
         self._entries = [*self._entries, entry]
         _nested_live.add(self)
         return entry
@@ -407,7 +407,10 @@ class CompiledFunction:
                     if self._resume:
                         leave_with_blocks(args, e)
                     raise
-        return fn(*args, **kwargs)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            persist.written()
 
     def recompile_reason(self, args: tuple, kwargs: dict) -> str:
         """Why no entry matched: the failing checks of the entry closest to matching
@@ -458,7 +461,7 @@ class CompiledFunction:
                 raise
             drop_tracebacks(e)  # (kept in stats: not the trace's frames, nor the call's arguments)
             self._skip(e.reason)
-            persist.save_skip(self, self._fn.__code__, "function", e.reason)
+            persist.save_skip(self, self._fn.__code__, "function", e.reason, recording)
             return self._eager()
         except ConstraintViolationError:  # the user's mark_dynamic cannot hold: theirs to fix
             raise
@@ -490,12 +493,12 @@ class CompiledFunction:
             return self._fn
         if isinstance(entry, RunEagerly):
             self._skip(entry.reason)
-            persist.save_skip(self, self._fn.__code__, "function", entry.reason)
+            persist.save_skip(self, self._fn.__code__, "function", entry.reason, recording)
             return self._eager()
         stats.bump("frames_ok")
         for g in entry.graphs:
             stats.record("graphs", g)
-        persist.save(self, self._fn, self._fn.__code__, "function", entry, args, kwargs)
+        persist.save(self, self._fn, self._fn.__code__, "function", entry, args, kwargs, recording)
         self._install(entry, recording.check(entry.guard.check))
         return entry.fn
 
@@ -534,6 +537,7 @@ def all_entries() -> list[CacheEntry]:
 
 
 def reset_all() -> None:
+    persist.flush()  # (a queued entry is written with the session it was traced in)
     for cf in [*_live, *_nested_live]:
         cf._reset()
     forget_frame_decisions()

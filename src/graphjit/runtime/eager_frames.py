@@ -103,6 +103,11 @@ class Interceptor:
             self._copies[fn] = (copy, fn.__defaults__, fn.__kwdefaults__, fn.__code__)
         return copy
 
+    def copies(self) -> list[tuple[types.FunctionType, types.FunctionType]]:
+        """``(function, its intercepted copy)`` of every copy kept (the persistent cache
+        names a copy by its function)."""
+        return [(fn, made[0]) for fn, made in list(self._copies.items()) if made[0] is not fn]
+
     # -- the resolver ------------------------------------------------------------------------
     def _make_resolver(self) -> Callable[[Any], Any]:
         c = self._caches

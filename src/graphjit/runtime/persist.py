@@ -34,7 +34,8 @@ cache.set_recorder(_record)
 class SessionObjects(cache.SessionRefs):
     """A compile session's objects that generated code holds: resume functions (by their
     code), wrappers of callees called at breaks (by the function, module or code they
-    wrap), the eager-code resolver."""
+    wrap), the eager-code resolver, and the copies of functions it runs in Python with
+    their calls intercepted (by the function)."""
 
     def __init__(self, session) -> None:
         self.session = session
@@ -44,13 +45,15 @@ class SessionObjects(cache.SessionRefs):
         refs: dict[int, tuple] = {id(s.hooks.wrap_callable): ("wrap_callable",)}
         if s.hooks.resolve is not None:
             refs[id(s.hooks.resolve)] = ("resolve",)
-        for (code, closure_ids), cf in s._resumes.items():
+        for (code, closure_ids), cf in list(s._resumes.items()):  # (copied: a writer thread reads them)
             generic = s.hooks.shapes.for_code(code).modules_generic if s.hooks.shapes else False
             refs[id(cf)] = ("resume", code, closure_ids is not None, generic)
         for fn, wrapper in list(s._wrapped.items()):
             refs[id(wrapper)] = ("wrap", fn)
-        for code, nested in s._nested.items():
+        for code, nested in list(s._nested.items()):
             refs[id(nested)] = ("wrap", code)
+        for fn, copy in s.interceptor.copies():  # functions run in Python, calls intercepted
+            refs[id(copy)] = ("eager", fn)
         return refs
 
     def resolve(self, ref: tuple, fn: types.FunctionType) -> Any:
@@ -67,6 +70,8 @@ class SessionObjects(cache.SessionRefs):
             return s.make_resume(code, fn.__globals__, class_closure(fn) if with_class else None)
         if kind == "wrap":
             return s.wrap_callable(ref[1])
+        if kind == "eager":
+            return s.interceptor.eager(ref[1])
         raise cache.Stale(f"unknown runtime reference {kind!r}")
 
 
@@ -92,19 +97,32 @@ def load(dispatcher, fn: types.FunctionType, code: types.CodeType, kind: str, ar
 
 
 def save(dispatcher, fn: types.FunctionType, code: types.CodeType, kind: str, entry: CacheEntry,
-         args: tuple, kwargs: dict) -> None:
-    """Write a traced entry (see the module docstring)."""
+         args: tuple, kwargs: dict, recording=None) -> None:
+    """Write a traced entry (see the module docstring); ``recording``: the report's handle
+    of the compile that traced it (told whether it was written)."""
     if cache.cache_dir() is None:
         return
     frame_cache(dispatcher, code, kind).save(fn, entry.guard, entry.fn, entry.graphs,
-                                             SessionObjects(dispatcher._session), args, kwargs, [])
+                                             SessionObjects(dispatcher._session), args, kwargs, [],
+                                             listener=getattr(recording, "cache_outcome", None))
 
 
-def save_skip(dispatcher, code: types.CodeType, kind: str, reason: str) -> None:
+def flush() -> None:
+    """Every queued entry written (before counts are read or the session is dropped)."""
+    cache.flush()
+
+
+def written() -> None:
+    """The call that traced is over: the entries it queued are written now (the
+    persistent cache's writer thread, ``cache/writer.py``)."""
+    cache.writer.kick()
+
+
+def save_skip(dispatcher, code: types.CodeType, kind: str, reason: str, recording=None) -> None:
     """Write that this frame runs in Python (its first break comes before anything to
     compile), so the next process does not trace it to find out."""
     if cache.cache_dir() is not None:
-        frame_cache(dispatcher, code, kind).save_skip(reason)
+        frame_cache(dispatcher, code, kind).save_skip(reason, listener=getattr(recording, "cache_outcome", None))
 
 
-__all__ = ["load", "save", "save_skip", "SessionObjects"]
+__all__ = ["load", "save", "save_skip", "written", "flush", "SessionObjects"]

@@ -22,7 +22,7 @@ import types
 from typing import Any
 
 from ..diagnostics import logs
-from ..exc import Unsupported, unsupported
+from ..exc import Unsupported, UserFrame, unsupported
 from . import stats
 
 
@@ -31,14 +31,23 @@ class UnexpectedResume:
     ``reason`` (an ``Unsupported`` with ``user_error`` set)."""
 
     _graphjit_runtime = True
+    #: the persistent cache writes it as what it records (:meth:`__reduce__`): a process
+    #: that loads it records the split on its own first call
+    __graphjit_portable__ = True
 
-    def __init__(self, resume: Any, fn: types.FunctionType, reason: Unsupported, opname: str) -> None:
+    def __init__(self, resume: Any, fn: types.FunctionType | str, reason: Unsupported | tuple, opname: str) -> None:
         self.resume = resume
-        self.fn_name = fn.__qualname__
-        self.reason = reason
+        self.fn_name = fn if isinstance(fn, str) else fn.__qualname__
+        # (what the record needs: the context's first line and the user's stack)
+        self.context, self.user_stack = reason if isinstance(reason, tuple) else (
+            (reason.context.splitlines() or [""])[0],
+            tuple((f.filename, f.lineno, f.name) for f in reason.user_stack))
         self.opname = opname
         self.recorded = False
         self._lock = threading.Lock()
+
+    def __reduce__(self) -> tuple:
+        return (UnexpectedResume, (self.resume, self.fn_name, (self.context, self.user_stack), self.opname))
 
     def __repr__(self) -> str:
         return f"UnexpectedResume({self.fn_name} at {self.opname}, recorded={self.recorded})"
@@ -52,15 +61,14 @@ class UnexpectedResume:
         return self.resume(*args, **kwargs)
 
     def _record(self) -> None:
-        seen = self.reason
         reason = unsupported(
-            "instruction did not raise", (seen.context.splitlines() or [""])[0],
+            "instruction did not raise", self.context,
             "Tracing found that this instruction raises, but it did not when it ran (an "
             "operator that fails on fake values, or a Python operation graphjit models as "
             "raising); the frame continues after it in a resume function.",
             ["If an operator's fake (meta) implementation is wrong, fix it "
              "(torch.library.register_fake); otherwise report it to graphjit."])
-        reason.user_stack = list(seen.user_stack)
+        reason.user_stack = [UserFrame(*where) for where in self.user_stack]
         reason.instruction = self.opname
         reason.resumed = "the instruction ran in Python, then a resume function"
         stats.bump("graph_breaks")

@@ -148,6 +148,7 @@ class GradModeExit:
     generated code leaves it on the stack, and calling it restores ``previous``."""
 
     __slots__ = ("previous",)
+    __graphjit_portable__ = True  # (a value: the persistent cache writes it by content)
 
     def __init__(self, previous: bool) -> None:
         self.previous = previous

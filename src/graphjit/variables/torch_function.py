@@ -314,7 +314,8 @@ _APPLY_WRAPPERS: "weakref.WeakKeyDictionary[type, Any]" = weakref.WeakKeyDiction
 
 def _apply_of(cls: type):
     """``cls.apply`` as a plain function of the user's module (a bound method of a torch
-    class would be written into graph code as ``torch.autograd.function.apply``)."""
+    class would be written into graph code as ``torch.autograd.function.apply``).  The
+    persistent cache writes it as this factory and the class (``__graphjit_made_by__``)."""
     fn = _APPLY_WRAPPERS.get(cls)
     if fn is None:
         def apply(*args, **kwargs):
@@ -322,8 +323,13 @@ def _apply_of(cls: type):
 
         apply.__name__ = apply.__qualname__ = f"{cls.__name__}_apply"
         apply.__module__ = cls.__module__
+        apply.__graphjit_made_by__ = (_apply_of, (cls,))
         fn = _APPLY_WRAPPERS[cls] = apply
     return fn
+
+
+_apply_of.__module__ = "graphjit_runtime"
+_apply_of.__graphjit_factory__ = True
 
 
 @register_builder_by_id(torch.autograd.Function.apply.__func__)
