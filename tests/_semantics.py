@@ -65,8 +65,8 @@ def run_case(case: Case, backend: Any = None) -> CompileCounter:
             cnt(gm, example_inputs)
             return inner(gm, example_inputs)
 
-        if isinstance(backend, str):
-            be.graphjit_cache_key = f"counting {backend}"  # (the warm pass loads its entries)
+        name = backend if isinstance(backend, str) else f"{backend.__module__}.{backend.__qualname__}"
+        be.graphjit_cache_key = f"counting {name}"  # (the warm pass loads its entries)
     compiled = graphjit.compile(case.fn, backend=be, fullgraph=case.fullgraph)
     check_sequence(case.fn, compiled, case.inputs, who=f"graphjit[{backend or 'eager'}]")
     breaks = graphjit.stats()["graph_breaks"]

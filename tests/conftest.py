@@ -6,8 +6,10 @@ directory of its own, entries are written and never read (``cache.write_only``),
 harness (``check_same``, ``compare_call`` and the helpers built on them) records each
 differential call.  When the test has passed, the compiled state is dropped
 (``graphjit.reset()``) and each recorded call is compared with eager again, its compiled
-function now loading what the first pass wrote.  A test that cannot be cached says so
-with ``@pytest.mark.uncached("why")`` (and gets no warm pass).  ``GRAPHJIT_WARM_PASS=0``
+function now loading what the first pass wrote.  A test whose frames cannot all be
+written says which with ``@pytest.mark.cache_limits("part of the reason")``, or with
+``@pytest.mark.uncached("why")`` that it has no warm pass at all; an unexplained frame
+that was not written fails the test.  ``GRAPHJIT_WARM_PASS=0``
 turns the pass off; ``GRAPHJIT_WARM_REPORT=FILE`` appends one JSON line per test (frames
 written, not written and why, warm hits and traces).
 """
@@ -42,6 +44,8 @@ _warm_root: str | None = None
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "uncached(reason): the test's frames cannot be cached; no warm pass")
+    config.addinivalue_line("markers", "cache_limits(*reasons): frames the test compiles that the persistent "
+                            "cache cannot write, by (part of) the reason it gives; the rest run warm")
 
 
 def _root() -> str:
@@ -76,6 +80,8 @@ def pytest_runtest_call(item):
         replayed = warm_pass.replay() if warm_pass.calls else 0
         if _WARM_REPORT and (replayed or cold):
             _report(item, cold, events[len(cold):], replayed)
+        if replayed:
+            _check_written(item, cold, events[len(cold):])
         return result
     finally:
         cache.flush()
@@ -83,6 +89,37 @@ def pytest_runtest_call(item):
         cache.listeners.remove(events.append)
         graphjit.config.cache_dir, graphjit.config.cache_key_file = old
         shutil.rmtree(directory, ignore_errors=True)
+
+
+#: what the persistent cache does not write for any program (documented where it is decided)
+_KNOWN_LIMITS = (
+    # graphjit/cache/entries.py: a compiling backend would be called again at load with
+    # one call's sizes, static
+    "a graph with symbolic sizes or numbers for a compiling backend",
+)
+
+
+def _check_written(item, cold, warm) -> None:
+    """Every frame the warm pass traced again because the first pass could not write it
+    is one the test says cannot be (``@pytest.mark.cache_limits("part of the reason",
+    ...)`` on the test or its module, or the module's ``CACHE_LIMITS``, a dict from a
+    part of the test's name (a case of a parametrized test) to the reasons), or one of
+    the cache's documented limits: a differential test's warm pass is not silently a
+    cold one."""
+    marker = item.get_closest_marker("cache_limits")
+    known = [*_KNOWN_LIMITS, *(marker.args if marker is not None else ())]
+    for part, reasons in getattr(item.module, "CACHE_LIMITS", {}).items():
+        if part in item.name:
+            known += reasons
+    traced = {e.frame for e in warm if e.outcome == "miss"}
+    unexplained = sorted({f"{e.frame}: {e.detail}" for e in cold
+                          if e.outcome == "not written" and e.frame in traced
+                          and not any(k in e.detail for k in known)})
+    if unexplained:
+        raise AssertionError(
+            "the warm pass could not load these frames (not written to the persistent cache):\n  "
+            + "\n  ".join(unexplained) + "\nmake them cacheable, or mark the test "
+            "@pytest.mark.cache_limits(<part of the reason>) to say why they cannot be")
 
 
 def _report(item, cold, warm, replayed) -> None:

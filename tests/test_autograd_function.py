@@ -137,6 +137,8 @@ def run_grad_case(case: GradCase, backend: str | None = None) -> CompileCounter:
         def be(gm, example_inputs):
             cnt(gm, example_inputs)
             return inner(gm, example_inputs)
+
+        be.graphjit_cache_key = f"counting {backend}"  # (the warm pass loads its entries)
     compiled = graphjit.compile(case.fn, backend=be, fullgraph=case.breaks == 0)
     mods = _modules_of(case)
     for i in range(case.calls):

@@ -221,9 +221,12 @@ def test_objects_with_identity_are_never_copied():
     code = compile("x", "<t>", "eval").replace(co_consts=(random._inst,))
     back = portable.loads(portable.dumps(code))
     assert back.co_consts[0] is random._inst  # found again by its name, not copied
-    for held in (random.Random(1), [1, 2], {"a": 1}, torch.zeros(2), object()):
+    for held in (random.Random(1), torch.zeros(2), object(), {}.keys(), [random.Random(1)], (1, [object()])):
         with pytest.raises(portable.NotCacheable):
             portable.dumps(compile("x", "<t>", "eval").replace(co_consts=(held,)))
+    # a snapshot of constants the code reads (a prologue step's arguments) is data
+    back = portable.loads(portable.dumps(compile("x", "<t>", "eval").replace(co_consts=([1.5, 2.5], {"a": (1,)}))))
+    assert back.co_consts == ([1.5, 2.5], {"a": (1,)})
     with pytest.raises(portable.NotCacheable, match="held by identity"):
         portable.dumps(random.Random(1))
 

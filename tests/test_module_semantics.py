@@ -172,6 +172,9 @@ def run_module_case(case: ModCase, backend: str | None = None) -> None:
     def be(gm, example_inputs):
         compiled_fn = cnt(gm, example_inputs)
         return compiled_fn if inner is None else inner(gm, example_inputs)
+
+    be.graphjit_cache_key = f"counting {backend}"  # (the warm pass loads its entries)
+    be.graphjit_runs_graph = inner is None
     eager, orig = _build(case), _build(case)
     compiled = graphjit.compile(orig, backend=be, fullgraph=case.fullgraph)
     _run_steps(case, eager, orig, compiled)

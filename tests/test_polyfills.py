@@ -53,6 +53,7 @@ def test_sorted_key_sees_items_in_order():
     check_same(f, X, [], fullgraph=True)
 
 
+@pytest.mark.cache_limits("(a function) is compared by identity")  # (a namedtuple class made in the test)
 def test_namedtuple_construction_fields_and_escape():
     def f(x):
         p = Pair(x + 1, b=2)

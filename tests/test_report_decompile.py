@@ -102,6 +102,7 @@ def _run(fn, inputs):
     _shared.check_sequence(fn, compiled, inputs)
 
 
+@pytest.mark.cache_limits("the generated code holds a dict_keys")  # (a dict's view is read live)
 def test_semantics_corpus_runs_decompiled(swapper):
     cases = _cases()
     assert len(cases) >= 250
@@ -132,6 +133,7 @@ def _break_programs():
     return progs
 
 
+@pytest.mark.cache_limits("(a list) is compared by identity")  # (programs exec'd in a namespace of their own)
 def test_break_programs_run_decompiled(swapper, monkeypatch):
     monkeypatch.setitem(__import__("sys").modules, "gj_resume_fake_mod", test_resume_anywhere.TL)
     wrong = []

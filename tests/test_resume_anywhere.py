@@ -222,6 +222,11 @@ CASES = [(PROGRAMS[name], instrs) for name, _, instrs in _SIMPLE] + [
 ]
 
 
+#: the frames of these cases the persistent cache does not write (tests/conftest.py): a
+#: resume function's list the guard holds with no source to find it by
+CACHE_LIMITS = {"build_map_key": ("(a list) is compared by identity",)}
+
+
 @pytest.mark.parametrize("fn,instrs", CASES, ids=[c[0].__name__ for c in CASES])
 def test_break_then_resume(fn, instrs):
     expect(fn, X(), graphs=2, instrs=instrs)  # a graph before the break, one after

@@ -85,6 +85,11 @@ VALIDATED = {
 }
 
 
+#: the frames of these cases the persistent cache does not write (tests/conftest.py):
+#: ``torch.distributions.kl``'s dispatch reads a tuple of its registry by identity
+CACHE_LIMITS = {"kl": ("(a tuple) is compared by identity",)}
+
+
 @pytest.mark.parametrize("fn", list(VALIDATED), ids=lambda f: f.__name__)
 def test_distribution_without_validation_is_one_graph(fn):
     assert _counts(fn, X, False, fullgraph=True) == (1, 0)

@@ -57,6 +57,8 @@ class Counting:
         self.backend = backend
         self.compiler = getattr(registry, backend)
         self.graphs: list[torch.fx.GraphModule] = []
+        self.graphjit_cache_key = f"counting {backend}"  # (the warm pass loads its entries)
+        self.graphjit_runs_graph = backend == "eager"
 
     def __call__(self, gm, example_inputs):
         self.graphs.append(gm)

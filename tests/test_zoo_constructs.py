@@ -86,6 +86,7 @@ def count_backends(x):
     return x * len(backends)
 
 
+@pytest.mark.cache_limits("<locals>._Other")  # (a class made in the test)
 def test_class_bound_c_method_guarded_by_class_and_name():
     """``cls.__subclasses__()`` three times: no recompile; a subclass defined between calls
     changes the result as in eager."""

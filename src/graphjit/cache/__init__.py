@@ -190,6 +190,8 @@ class FrameCache:
         key = self.key() if root and _reads else None
         if key is None:
             return None
+        if writer.pending():  # (an entry queued in this process is read as a written one)
+            writer.flush(timeout=2.0)
         if self._candidates is None:
             self._candidates = [_Candidate(*found) for found in store.read(root, key)]
         wanted = arg_types(args, kwargs)

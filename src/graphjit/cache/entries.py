@@ -45,7 +45,8 @@ from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 from ..graph.compile import CompiledGraph, new_graph_name
 from ..guards.codegen import GuardFunction, GuardRecipe, guard_helpers, instantiate_guard, make_guard_callable
-from ..sources import AttrSource, ConstSource, FloatTensorSource, GetItemSource, GuardScope, Source, TypeSource
+from ..sources import (AttrSource, ConstSource, FloatTensorSource, GetItemSource, GlobalSource, GuardScope, Source,
+                       TypeSource)
 from .graphs import GraphRecord, build_graph_module, graph_record
 from .portable import NotCacheable, PortablePickler, Stale, describe, dumps, loads, qualified_name
 
@@ -215,7 +216,7 @@ def capture(qualname: str, guard: GuardFunction, fn: types.FunctionType, entry_f
     slot_consts: list[int] = []
     slot_descs: list[tuple] = []
     refs: dict[int, Any] = {}
-    derived = _derived_binds(recipe)
+    derived = _derived_binds(recipe, fn)
     for i, info in enumerate(recipe.consts):
         value = info.value
         if not info.identity or _named(value):
@@ -264,7 +265,7 @@ def _symbolic_inputs(gm: torch.fx.GraphModule) -> bool:
     return False
 
 
-def _derived_binds(recipe: GuardRecipe) -> dict[int, Source]:
+def _derived_binds(recipe: GuardRecipe, fn: types.FunctionType) -> dict[int, Source]:
     """Sources for objects made at run time that the guard reads as constants, found
     through a constant it binds by its source or finds by name: the classes of a bound
     object's MRO (``torch.nn.utils.parametrize`` makes one per module class) and of a bound
@@ -311,6 +312,11 @@ def _derived_binds(recipe: GuardRecipe) -> dict[int, Source]:
             under = gc.get_referents(info.value)
             if len(under) == 1 and id(under[0]) in dicts:
                 out.setdefault(id(info.value), dicts[id(under[0])])
+    wanted = {id(info.value) for info in recipe.consts if info.identity and info.bind is None and id(info.value) not in out}
+    if wanted:  # an object bound to a name of the function's module (a sentinel ``_MISSING = object()``)
+        for name, value in list(fn.__globals__.items()):
+            if id(value) in wanted and isinstance(name, str) and name.isidentifier():
+                out.setdefault(id(value), GlobalSource(name))
     return out
 
 

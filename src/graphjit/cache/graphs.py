@@ -42,7 +42,7 @@ class GraphRecord:
 
     class_name: str
     nodes: list[tuple]
-    attrs: list[tuple[str, str, Any]]  # (name, "module" | "parameter" | "buffer" | "body", value)
+    attrs: list[tuple[str, str, Any]]  # (name, "module" | "parameter" | "buffer" | "body" | "attr", value)
     meta: dict
     lifted: tuple = ()  # the module tensors passed after the graph's arguments
 
@@ -64,6 +64,12 @@ def graph_record(gm: torch.fx.GraphModule, lifted: tuple = ()) -> GraphRecord:
             attrs.append((name, "module", child))
     attrs += [(name, "parameter", p) for name, p in gm._parameters.items()]
     attrs += [(name, "buffer", b) for name, b in gm._buffers.items()]
+    known = {name for name, _, _ in attrs}
+    for node in gm.graph.nodes:  # plain attributes a get_attr reads (a torch.Generator the graph holds)
+        top = node.target.split(".", 1)[0] if node.op == "get_attr" else None
+        if top is not None and top not in known and top in gm.__dict__:
+            attrs.append((top, "attr", gm.__dict__[top]))
+            known.add(top)
     meta = {k: v for k, v in gm.meta.items() if k == "graphjit_name"}
     return GraphRecord(type(gm).__name__, nodes, attrs, meta, tuple(lifted))
 
@@ -89,8 +95,10 @@ def build_graph_module(record: GraphRecord) -> torch.fx.GraphModule:
             root.add_module(name, value)
         elif kind == "parameter":
             root.register_parameter(name, value)
-        else:
+        elif kind == "buffer":
             root.register_buffer(name, value)
+        else:
+            setattr(root, name, value)
     gm = torch.fx.GraphModule(root, graph, class_name=record.class_name)
     gm.meta.update(record.meta)
     return gm

@@ -33,9 +33,10 @@ Contract (:class:`PortablePickler` / :func:`loads`):
   arguments; torch operators
   (``OpOverload``, ``OpOverloadPacket``, higher-order operators) by their names;
   graphjit's own graph targets (``__module__ == "graphjit_runtime"``) by name.
-* Code objects are written field by field, their constants through the same rules, and a
-  constant that is a mutable object (a list, a dict, a tensor, a generator...) refuses
-  the entry.
+* Code objects are written field by field, their constants through the same rules: a
+  constant that is an object with state of its own (a generator, a tensor, a user
+  object, a view of a dict) refuses the entry; a list, dict or set of constants is a
+  snapshot the code reads (a prologue step's arguments) and is written by content.
 * Anything else that compares by identity (an ``nn.Module``, a parameter, a closure made
   at run time) cannot be written: :class:`NotCacheable` names it.  Callers that know how to
   find such an object (the cache entry binds guard constants through their sources) pass
@@ -51,18 +52,19 @@ restriction bounds what an entry that passes that check can reach.
 from __future__ import annotations
 
 import collections
-import copyreg
 import enum
 import functools
 import gc
 import hashlib
 import importlib
+import inspect
 import io
 import pickle
 import sys
 import types
 from typing import Any, Callable
 
+import numpy as np
 import torch
 import torch.fx.immutable_collections as fx_immutable
 import torch.utils._pytree as pytree
@@ -207,13 +209,16 @@ def _module_of_globals(d: dict) -> str | None:
 
 def _module_global(obj: Any) -> tuple[str, str] | None:
     """``(module, name)`` of a name that the module of ``obj``'s type binds to ``obj``
-    itself (``random._inst``, a library's module-level default object)."""
+    itself (``random._inst``, a library's module-level default object), or (a sentinel,
+    ``_MISSING = object()``) a module of graphjit's polyfills does."""
     module = sys.modules.get(getattr(type(obj), "__module__", None) or "")
-    if module is None:
-        return None
-    for name, value in list(vars(module).items()):
-        if value is obj and name.isidentifier():
-            return module.__name__, name
+    modules = [module] if module is not None else []
+    if type(obj) is object:
+        modules += [m for n, m in list(sys.modules.items()) if n.startswith("graphjit.polyfills.") and m is not None]
+    for module in modules:
+        for name, value in list(vars(module).items()):
+            if value is obj and name.isidentifier():
+                return module.__name__, name
     return None
 
 
@@ -303,6 +308,19 @@ def _exception(cls: type, args: tuple, attrs: dict, cause, context, suppress: bo
     return exc
 
 
+def _ndarray(dtype: str, shape: tuple, data: bytes) -> np.ndarray:
+    """A numpy array from its bytes (a template generated code copies on every call)."""
+    return np.frombuffer(data, dtype=np.dtype(dtype)).reshape(shape).copy()
+
+
+def _npscalar(dtype: str, data: bytes) -> np.generic:
+    return np.frombuffer(data, dtype=np.dtype(dtype))[0]
+
+
+def _npdtype(dtype: str) -> np.dtype:
+    return np.dtype(dtype)
+
+
 def _enum_member(cls: type, name: str) -> enum.Enum:
     if not isinstance(cls, enum.EnumMeta):
         raise pickle.UnpicklingError(f"{cls!r} is not an Enum")
@@ -327,19 +345,19 @@ def _bound_method(owner: Any, name: str) -> Any:
     return getattr(owner, name)
 
 
-for _loader in (_make_code, _tensor, _method, _method_by_name, _exception, _enum_member, _bound_method):
+_LOADER_FUNCTIONS = (_make_code, _tensor, _method, _method_by_name, _exception, _enum_member, _bound_method,
+                     _ndarray, _npscalar, _npdtype)
+for _loader in _LOADER_FUNCTIONS:
     _loader.__module__ = __name__
 
 #: ``(module, name)`` -> the object ``find_class`` answers: the loaders above, and the
 #: constructors of the plain values pickle writes with ``REDUCE``/``GLOBAL``
 _LOADERS: dict[tuple[str, str], Any] = {
-    (__name__, f.__name__): f for f in (_make_code, _tensor, _method, _method_by_name, _exception,
-                                         _enum_member, _bound_method)}
+    (__name__, f.__name__): f for f in _LOADER_FUNCTIONS}
 _LOADERS.update({
     ("builtins", "complex"): complex, ("builtins", "slice"): slice, ("builtins", "range"): range,
     ("builtins", "Ellipsis"): Ellipsis, ("builtins", "NotImplemented"): NotImplemented,
     ("builtins", "frozenset"): frozenset, ("builtins", "set"): set, ("builtins", "bytearray"): bytearray,
-    ("copyreg", "_reconstructor"): copyreg._reconstructor,
     ("torch", "Size"): torch.Size, ("torch", "device"): torch.device,
     ("functools", "partial"): functools.partial, ("collections", "OrderedDict"): collections.OrderedDict,
     ("torch.fx.immutable_collections", "immutable_list"): fx_immutable.immutable_list,
@@ -381,6 +399,10 @@ def _immutable_constant(value: Any) -> bool:
     return False
 
 
+#: "nothing wrong" (``None`` is itself a constant)
+_NONE = object()
+
+
 class PortablePickler(pickle.Pickler):
     """See the module docstring.  ``refs``: ``id(obj) -> reference`` for objects the
     caller knows how to find again (written as persistent ids ``("ref", reference)``)."""
@@ -408,8 +430,12 @@ class PortablePickler(pickle.Pickler):
         kind = type(obj)
         if kind in _PLAIN:
             return None
-        if isinstance(obj, types.ModuleType) and sys.modules.get(obj.__name__) is obj:
-            return ("module", obj.__name__)
+        if isinstance(obj, types.ModuleType):
+            if sys.modules.get(obj.__name__) is obj:
+                return ("module", obj.__name__)
+            for key, module in list(sys.modules.items()):  # (``_collections_abc`` calls itself ``collections.abc``)
+                if module is obj:
+                    return ("module", key)
         if kind is dict:
             if obj is sys.modules:
                 return ("sys.modules",)
@@ -455,7 +481,7 @@ class PortablePickler(pickle.Pickler):
             if where is not None:
                 return ("builtin", *where)
             if owner is None or isinstance(owner, (types.ModuleType, type)):
-                if owner is not None and getattr(owner, obj.__name__, None) is obj:
+                if owner is not None and getattr(owner, obj.__name__, None) == obj:  # (``cls.__subclasses__``)
                     return ("builtin-of", owner, obj.__name__)
                 raise NotCacheable(f"builtin {obj!r} cannot be found by its name")
             if type(owner) in (dict, list, set, bytearray) and self.persistent_id(owner) is None:
@@ -472,7 +498,8 @@ class PortablePickler(pickle.Pickler):
             raise NotCacheable(f"a {type(obj).__qualname__} module held by identity")
         if isinstance(obj, torch.nn.Parameter):
             raise NotCacheable("a parameter held by identity")
-        if kind in _CONTENT_TYPES or kind is torch.Tensor or _portable_class(kind) or \
+        if kind in _CONTENT_TYPES or kind is torch.Tensor or _portable_class(kind) or kind is np.ndarray or \
+                isinstance(obj, (np.generic, np.dtype)) or \
                 getattr(kind, "__module__", None) == RUNTIME_MODULE:
             return None
         where = _module_global(obj)
@@ -481,27 +508,53 @@ class PortablePickler(pickle.Pickler):
         return None  # (``reducer_override`` refuses it)
 
     def _constant_ok(self, value: Any) -> bool:
-        """May generated code hold ``value`` as a written constant?  Immutable values, named
-        objects, and ``functools.partial``s of those (a partial has no state of its own
-        to change)."""
-        if _immutable_constant(value) or self.persistent_id(value) is not None or _portable_class(type(value)):
-            return True
-        if type(value) is types.MethodType:  # (no state of its own: its object and function)
+        return self._bad_constant(value) is _NONE
+
+    def _bad_constant(self, value: Any) -> Any:
+        """What in ``value`` generated code may not hold as a written constant
+        (:data:`_NONE`: nothing).  Immutable values, named objects, graphjit's portable
+        data, ``functools.partial``s and bound methods of those, exception templates, and
+        containers of those (see the module docstring)."""
+        if _immutable_constant(value) or _portable_class(type(value)):
+            return _NONE
+        if isinstance(value, np.dtype) and not value.hasobject or \
+                (isinstance(value, np.generic) or type(value) is np.ndarray) and not value.dtype.hasobject:
+            return _NONE  # (values; an array is a template numpy_values copies on every call)
+        try:
+            if self.persistent_id(value) is not None:
+                return _NONE
+        except NotCacheable:
+            return value
+        kind = type(value)
+        if kind is types.MethodType:  # (no state of its own: its object and function)
             try:
                 self._method_reduce(value)
             except NotCacheable:
-                return False
-            return self._constant_ok(value.__self__)
+                return value
+            return self._bad_constant(value.__self__)
         if isinstance(value, BaseException):  # (a template: generated code raises fresh copies)
-            return type(value).__dict__.get("__reduce__") is None and self._constant_ok(type(value)) and \
-                all(map(self._constant_ok, value.args)) and all(map(self._constant_ok, vars(value).values())) and \
-                all(self._constant_ok(x) for x in (value.__cause__, value.__context__) if x is not None)
-        if type(value) is functools.partial and not value.__dict__:
-            return self._constant_ok(value.func) and all(map(self._constant_ok, value.args)) and \
-                all(map(self._constant_ok, value.keywords.values()))
-        if type(value) in (tuple, frozenset):
-            return all(map(self._constant_ok, value))
-        return False
+            if kind.__dict__.get("__reduce__") is not None:
+                return value
+            parts = [kind, *value.args, *vars(value).values(),
+                     *(x for x in (value.__cause__, value.__context__) if x is not None)]
+        elif kind is functools.partial and not value.__dict__:
+            parts = [value.func, *value.args, *value.keywords.values()]
+        elif kind in (tuple, frozenset, list, set):
+            # (a list or set: a snapshot the code reads, a prologue step's arguments; code
+            # run on every call cannot rely on a container it mutates, and the guard holds
+            # the contents of any it read from outside; a live view stays refused)
+            parts = list(value)
+        elif kind is dict:
+            parts = [*value.keys(), *value.values()]
+        elif isinstance(value, enum.Enum):
+            parts = [kind]
+        else:
+            return value
+        for part in parts:
+            bad = self._bad_constant(part)
+            if bad is not _NONE:
+                return bad
+        return _NONE
 
     def _method_reduce(self, method: types.MethodType) -> tuple:
         """A bound method as its object and function, or (a function that cannot be
@@ -524,8 +577,10 @@ class PortablePickler(pickle.Pickler):
         kind = type(obj)
         if kind is types.CodeType:
             for const in obj.co_consts:
-                if not self._constant_ok(const):
-                    raise NotCacheable(f"the generated code holds a {_what(const)} by identity "
+                bad = self._bad_constant(const)
+                if bad is not _NONE:
+                    inside = f" (in a {_what(const)})" if bad is not const else ""
+                    raise NotCacheable(f"the generated code holds a {_what(bad)}{inside} by identity "
                                        "(a copy would not be the object it uses)")
             return _make_code, _code_fields(obj)
         if kind is torch.Tensor:
@@ -546,6 +601,12 @@ class PortablePickler(pickle.Pickler):
             return NotImplemented
         if _portable_class(kind) or getattr(kind, "__module__", None) == RUNTIME_MODULE:
             return NotImplemented
+        if kind is np.ndarray and not obj.dtype.hasobject:
+            return _ndarray, (obj.dtype.str, obj.shape, np.ascontiguousarray(obj).tobytes())
+        if isinstance(obj, np.generic) and not obj.dtype.hasobject:
+            return _npscalar, (obj.dtype.str, np.asarray(obj).tobytes())
+        if isinstance(obj, np.dtype) and not obj.hasobject:
+            return _npdtype, (obj.str,)
         if isinstance(obj, torch.Tensor):
             raise NotCacheable(f"a tensor of type {qualified_name(kind)} held as a constant")
         raise NotCacheable(f"a {_what(obj)} held by identity (a copy would not be the object the entry uses)")
@@ -569,8 +630,9 @@ def _what(value: Any) -> str:
 #: builtin methods bound to an object (``{}.get``, ``f.__get__``)
 _BOUND_BUILTINS = (types.BuiltinMethodType, types.MethodWrapperType)
 #: C-level descriptors, found again in their class's ``__dict__`` (``object.__setattr__``)
-_DESCRIPTORS = frozenset({types.WrapperDescriptorType, types.MethodDescriptorType, types.ClassMethodDescriptorType,
-                          types.GetSetDescriptorType, types.MemberDescriptorType})
+_DESCRIPTORS_T = (types.WrapperDescriptorType, types.MethodDescriptorType, types.ClassMethodDescriptorType,
+                  types.GetSetDescriptorType, types.MemberDescriptorType)
+_DESCRIPTORS = frozenset(_DESCRIPTORS_T)
 
 
 class PortableUnpickler(pickle.Unpickler):
@@ -629,9 +691,10 @@ class PortableUnpickler(pickle.Unpickler):
                 return fn
             if kind == "builtin-of":
                 owner, name = pid[1], pid[2]
-                if not isinstance(owner, (types.ModuleType, type)):
+                if not isinstance(owner, (types.ModuleType, type)) or not isinstance(name, str):
                     raise pickle.UnpicklingError("builtin of a non-module")
-                fn = getattr(owner, name)
+                fn = inspect.getattr_static(owner, name)  # (a descriptor: bound below, no lookup code runs)
+                fn = fn.__get__(None, owner) if isinstance(fn, _DESCRIPTORS_T) else getattr(owner, name)
                 if not isinstance(fn, _BOUND_BUILTINS):
                     raise Stale(f"builtin {name} changed")
                 return fn

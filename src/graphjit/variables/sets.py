@@ -208,6 +208,7 @@ class _Slot:
     """Stands in a recipe for the tensor ``replay_set`` gets as ``slots[index]``."""
 
     __slots__ = ("index",)
+    __graphjit_portable__ = True  # (a marker: the persistent cache writes it by content)
 
     def __init__(self, index: int) -> None:
         self.index = index
