@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import sys
 
 import torch
@@ -204,6 +205,28 @@ def run_checked(backend: str) -> dict:
     return out
 
 
+def seeded_draw(x):
+    """Seed 003's example: a generator seeded by a draw; the entry must draw when it runs."""
+    seed = random.randint(0, 100)
+    rand = random.Random(seed)
+    return x + rand.randrange(10)
+
+
+def run_random(backend: str) -> dict:
+    """Three calls from one seed: eager's numbers, in a process that traced and in one that
+    loaded the entry."""
+    x = data("plain")[0]
+    random.seed(0)
+    expected = [seeded_draw(x) for _ in range(3)]
+    random.seed(0)
+    before = graphjit.stats()
+    compiled = graphjit.compile(seeded_draw, backend=backend)
+    got = [compiled(x) for _ in range(3)]
+    out = _outcome(before)
+    out["same"] = all(_same(g, e) for g, e in zip(got, expected)) and len({float(e[0, 0]) for e in expected}) > 1
+    return out
+
+
 def run_dynamic(backend: str) -> dict:
     """Three sizes: a static entry, then (automatic dynamic) one for every other size."""
     before = graphjit.stats()
@@ -232,6 +255,8 @@ def run(names: list[str], backend: str = "eager") -> dict:
             results[name] = run_dynamic(backend)
         elif name == "checked":
             results[name] = run_checked(backend)
+        elif name == "random":
+            results[name] = run_random(backend)
         else:
             results[name] = run_function(name, backend)
         results[name]["fxgraph_cache_hits"] = counters["inductor"]["fxgraph_cache_hit"] - fx_hits

@@ -26,7 +26,8 @@ pytestmark = pytest.mark.uncached("manages the persistent cache itself")
 
 HERE = pathlib.Path(__file__).parent
 SRC = pathlib.Path(graphjit.__file__).parent.parent
-BASIC = ["plain", "with_break", "nested", "cond_program", "vmap_program", "region_program", "module", "checked"]
+BASIC = ["plain", "with_break", "nested", "cond_program", "vmap_program", "region_program", "module", "checked",
+         "random"]
 
 
 def _env(tmp_path: pathlib.Path, **extra: str) -> dict:

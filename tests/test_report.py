@@ -131,6 +131,7 @@ def test_a_recorded_run_traces_with_a_warm_persistent_cache(tmp_path):
     report still shows the compiles (a recorded run does not load entries)."""
     env = _env()
     env["GRAPHJIT_CACHE_DIR"] = str(tmp_path / "cache")
+    env["GRAPHJIT_CACHE_KEY_FILE"] = str(tmp_path / "key")
     plain = subprocess.run([sys.executable, str(PROGRAM)], capture_output=True, text=True, env=env, timeout=300)
     assert plain.returncode == 0, plain.stderr[-3000:]
     assert any((tmp_path / "cache").rglob("*")), "the first run wrote no entry"
@@ -139,3 +140,7 @@ def test_a_recorded_run_traces_with_a_warm_persistent_cache(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     log = json.loads((tmp_path / "rep" / "graphjit_log.json").read_text())
     assert {f["name"] for f in log["frames"]} >= {"toy_program", "noisy_helper"}
+    # each compile says what the persistent cache did with its entry (written again here)
+    outcomes = {c["name"]: c["cache"] for c in log["compiles"]}
+    assert outcomes["toy_program"] == "written", outcomes
+    assert "persistent cache: written" in (tmp_path / "rep" / "index.html").read_text()
