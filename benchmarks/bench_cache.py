@@ -1,6 +1,6 @@
 """Compile and run cost: the persistent cache, guard time, depth scaling, steady state.
 
-    python benchmarks/bench_cache.py [--sections cache,guards,depth,depth_cpu,steady]
+    python benchmarks/bench_cache.py [--sections cache,write,guards,depth,depth_cpu,steady]
                                      [--models gpt2,bert,...] [--inductor] [--json out.json]
                                      [--steady-models mlp,cnn,...] [--steady-backend inductor]
 
@@ -13,6 +13,10 @@ Sections (each a markdown table on stdout; progress on stderr):
     against eager and report ``graphjit.stats()["frames_total"]`` (frames traced; 0 when
     warm).  ``--inductor`` adds the inductor backend (its own FX graph / AOTAutograd
     caches in a temporary ``TORCHINDUCTOR_CACHE_DIR`` shared by the two processes).
+``write``  the cost of writing the cache: the cold first call in a new process with the
+    cache on (an empty directory, so the entry is written) and off, interleaved
+    (``--write-rounds``, 5), medians and on/off, and the time the background thread
+    spent writing the entry (after the first call returned).
 ``guards`` guard time per call: every guard check one model call runs, recorded with its
     arguments and replayed (``_guard_timing.py``), with two-tier guards off
     (``config.guard_snapshots = False``, every check on every call) and on.
@@ -90,13 +94,16 @@ def child(model: str, backend: str) -> None:
         t0 = time.perf_counter()
         compiled(**spec.kwargs)
         second = time.perf_counter() - t0
+        graphjit.cache.flush()  # (the background write of the entry, if it is still running)
+        write = graphjit.cache.writer.seconds()
         for p in spec.model.parameters():
             p.mul_(0.5).add_(0.01)
         changed = not model_zoo.differences(compiled(**spec.kwargs), spec.model(**spec.kwargs), spec.keys)
     s = graphjit.stats()
     events = s["cache_events"]
     print("RESULT " + json.dumps({
-        "first_s": first, "second_s": second, "frames": s["frames_total"], "hits": s.get("cache_hits", 0),
+        "first_s": first, "second_s": second, "write_s": write, "frames": s["frames_total"],
+        "hits": s.get("cache_hits", 0),
         "written": sum(e.outcome == "written" for e in events),
         "not_written": [f"{e.frame}: {e.detail}" for e in events if e.outcome == "not written"],
         "same": not model_zoo.differences(got, expected, spec.keys), "changed_same": changed}), flush=True)
@@ -147,6 +154,43 @@ def section_cache(models, backends) -> list[dict]:
         r = [x["ratio"] for x in rows if x["backend"] == backend]
         print(f"\nwarm/cold geomean ({backend}): **{geomean(r):.3f}**")
     return rows
+
+
+def section_write(models, rounds: int = 5) -> list[dict]:
+    """The cost of writing the cache: the cold first call in a new process with the cache
+    on (an empty directory: the entry is written) and off, interleaved, ``rounds`` each;
+    medians and on/off.  The entry is written by a background thread after the call that
+    traced it (``graphjit/cache/writer.py``); ``write_cpu_s`` is that thread's work, timed
+    in the same process after the call (``cache.flush``)."""
+    rows = []
+    print("\n## The cost of writing the cache (cold first call in a new process, median s)\n")
+    print(f"| model | cache off | cache on (written) | on/off | entry write (background) | rounds |")
+    print("|---|---|---|---|---|---|")
+    for model in models:
+        on, off, write = [], [], []
+        for r in range(rounds):
+            for mode in (("off", "on") if r % 2 == 0 else ("on", "off")):
+                with tempfile.TemporaryDirectory() as d:
+                    res = run_child(model, "eager", os.path.join(d, "c") if mode == "on" else "", os.path.join(d, "i"))
+                if "error" in res:
+                    log(f"write: {model} {mode}: {res['error'][-200:]}")
+                    continue
+                (on if mode == "on" else off).append(res["first_s"])
+                if mode == "on":
+                    write.append(res.get("write_s", float("nan")))
+        if not on or not off:
+            continue
+        row = {"model": model, "off": median(off), "on": median(on), "write": median(write)}
+        row["ratio"] = row["on"] / row["off"]
+        rows.append(row)
+        print(f"| {model} | {row['off']:.3f} | {row['on']:.3f} | {row['ratio']:.3f} | {row['write']:.3f} | {len(on)} |")
+    print(f"\non/off geomean: **{geomean([r['ratio'] for r in rows]):.3f}**")
+    return rows
+
+
+def median(xs):
+    xs = sorted(x for x in xs if x == x)
+    return xs[len(xs) // 2] if len(xs) % 2 else (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2 if xs else float("nan")
 
 
 # -- guard time ----------------------------------------------------------------------------
@@ -402,6 +446,7 @@ def main() -> None:
     p.add_argument("--depth-runs", type=int, default=10, help="depth_cpu section: interleaved rounds")
     p.add_argument("--depth-systems", default="graphjit",
                    help="depth_cpu section: graphjit,torch.compile (torch.compile: ~3 s a 24-layer run)")
+    p.add_argument("--write-rounds", type=int, default=5, help="write section: processes per setting")
     p.add_argument("--json")
     p.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     a = p.parse_args()
@@ -415,6 +460,8 @@ def main() -> None:
     sections = a.sections.split(",")
     if "cache" in sections:
         out["cache"] = section_cache(models, ["eager"] + (["inductor"] if a.inductor else []))
+    if "write" in sections:
+        out["write"] = section_write(models, a.write_rounds)
     if "guards" in sections:
         out["guards"] = section_guards(models)
     if "depth" in sections:
