@@ -238,11 +238,12 @@ class ListVariable(BaseSequenceVariable):
         self.items.extend(new)
 
     def _insert(self, tx, index, item):
+        idx = _index_value(tx, index)
         self._mutate(tx, "insert")
-        self.items.insert(index.as_python_constant(), item)
+        self.items.insert(idx, item)
 
     def _pop(self, tx, index=None):
-        idx = -1 if index is None else index.as_python_constant()
+        idx = -1 if index is None else _index_value(tx, index)
         if not self.items:
             raise observed(IndexError, "pop from empty list")
         if not -len(self.items) <= idx < len(self.items):
@@ -431,6 +432,12 @@ class SliceVariable(VariableTracker):
         for p in self.parts:
             cg.reconstruct(p)
         cg.build(slice, 3)
+
+
+def _index_value(tx, index: VariableTracker) -> int:
+    """An index argument as CPython's ``list.insert``/``list.pop`` take it
+    (``PyNumber_Index``: ``__index__`` objects, eager's TypeError for anything else)."""
+    return call_python("index", operator.index, tx.as_index(index).as_python_constant())
 
 
 def _item_sources(source, n: int) -> list:

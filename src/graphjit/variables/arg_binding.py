@@ -1,0 +1,341 @@
+"""Argument binding as CPython does it, before graphjit's model of a C callable runs.
+
+graphjit models builtins (``len``, ``getattr``, ``dict``) and the methods of builtin types
+(``list.append``, ``str.split``) with its own Python handlers.  A program that calls one
+with the wrong arguments (``p.append()``, ``d.pop(1, 2, 3)``, ``len(x=1)``: input
+validation, ``assertRaises``, a library probing an API) must get eager's ``TypeError``
+where eager raises it, inside the traced program, and never reach a handler whose own
+Python signature would then fail (an ``InternalError`` naming graphjit's function).
+
+Contract:
+
+* :func:`check_call` (``fn(*args, **kwargs)`` of a builtin function, a builtin type or an
+  unbound C method such as ``list.append(p, x)``) and :func:`check_method_call`
+  (``obj.name(*args, **kwargs)`` where ``type(obj).name`` is a C method of a builtin
+  type) raise an :class:`~graphjit.exc.ObservedException` holding eager's exception
+  (type and message) when the arguments do not bind; otherwise they return ``None`` and
+  the handler runs with arguments it can take.  Only the number of positional arguments
+  and the keyword names decide; argument *types* are the handlers' business (they
+  evaluate the real operation, ``call_python``).
+* Whether a call binds is decided by the real callable's signature: its
+  ``__text_signature__`` (``inspect.signature``) where CPython has one, else
+  :data:`SIGNATURES`, one small table per type written from CPython's documentation.
+  A callable with neither is not checked (its handler must check what it takes).
+* The message is CPython's own: a call that does not bind is made for real, on a fresh
+  receiver of the owner type (``list()``) and placeholder arguments.  It fails in
+  argument parsing, before the function does anything (Argument Clinic's
+  ``_PyArg_CheckPositional``/``_PyArg_UnpackKeywords``, ``METH_NOARGS``/``METH_O``'s
+  checks in the call machinery, ``PyArg_ParseTupleAndKeywords``), so the text (``pop
+  expected at most 2 arguments, got 6``, ``set.copy() takes no arguments (1 given)``) is
+  eager's.  Callables whose call could act on the world (``exec``, ``open``, ``input``...)
+  are never checked; with ``config.debug_checks`` a placeholder call that does *not*
+  fail (a wrong table row) is an ``InternalError``.
+* Cheap: the verdict for one callable, argument count and keyword names is computed once
+  and cached (two dict lookups on the trace's hot path).
+
+Tensor methods and torch functions are not bound here: torch's own argument parser
+runs in the fake run of the op and raises eager's ``TypeError`` (``graph/fake_run.py``).
+"""
+
+from __future__ import annotations
+
+import builtins
+import collections
+import functools
+import inspect
+import types
+from typing import Any, Callable
+
+from .. import config
+from ..exc import InternalError, ObservedException
+
+#: C callables whose signature is not ``inspect``'s to read (``__text_signature__`` is
+#: missing or unparsable): the parameters of the *bound* callable, as Python would write
+#: them (``_`` marks a default CPython leaves unrepresentable).  Builtin functions and
+#: types are keyed by the object, methods by ``(owner type, name)``.  Multi-form
+#: builtins (``iter(obj)``/``iter(fn, sentinel)``) take the union of their forms.
+SIGNATURES: dict[Any, str] = {
+    # builtins.  https://docs.python.org/3.11/library/functions.html
+    getattr: "obj, name, default=_, /",
+    iter: "obj, sentinel=_, /",
+    next: "iterator, default=_, /",
+    min: "arg1, /, *args, key=_, default=_",
+    max: "arg1, /, *args, key=_, default=_",
+    range: "start_or_stop, stop=_, step=_, /",
+    slice: "start_or_stop, stop=_, step=_, /",
+    filter: "function, iterable, /",
+    map: "function, iterable, /, *iterables",
+    zip: "*iterables, strict=False",
+    dir: "obj=_, /",
+    vars: "obj=_, /",
+    bool: "x=False, /",
+    int: "x=_, /, base=_",
+    str: "object=_, encoding=_, errors=_",
+    bytes: "source=_, encoding=_, errors=_",
+    bytearray: "source=_, encoding=_, errors=_",
+    set: "iterable=_, /",
+    frozenset: "iterable=_, /",
+    dict: "mapping_or_iterable=_, /, **kwargs",
+    # list, tuple (the rest have text signatures)
+    (list, "__getitem__"): "index, /",
+    # dict.  https://docs.python.org/3.11/library/stdtypes.html#mapping-types-dict
+    (dict, "__getitem__"): "key, /",
+    (dict, "pop"): "key, default=_, /",
+    (dict, "keys"): "",
+    (dict, "values"): "",
+    (dict, "items"): "",
+    (dict, "update"): "other=_, /, **kwargs",
+    (dict, "clear"): "",
+    (dict, "copy"): "",
+    (dict, "__sizeof__"): "",
+    (collections.OrderedDict, "pop"): "key, default=_",
+    (collections.OrderedDict, "keys"): "",
+    (collections.OrderedDict, "values"): "",
+    (collections.OrderedDict, "items"): "",
+    (collections.OrderedDict, "update"): "other=_, /, **kwargs",
+    (collections.OrderedDict, "clear"): "",
+    (collections.OrderedDict, "copy"): "",
+    (collections.defaultdict, "copy"): "",
+    (collections.defaultdict, "__missing__"): "key, /",
+    # set and frozenset.  https://docs.python.org/3.11/library/stdtypes.html#set
+    **{(t, name): "" for t in (set, frozenset) for name in ("copy", "__sizeof__", "__reduce__")},
+    **{(t, name): "*others" for t in (set, frozenset)
+       for name in ("union", "intersection", "difference")},
+    **{(t, name): "other, /" for t in (set, frozenset)
+       for name in ("symmetric_difference", "isdisjoint", "issubset", "issuperset", "__contains__")},
+    **{(set, name): "elem, /" for name in ("add", "remove", "discard")},
+    **{(set, name): "" for name in ("pop", "clear")},
+    **{(set, name): "*others" for name in ("update", "intersection_update", "difference_update")},
+    (set, "symmetric_difference_update"): "other, /",
+    # str, bytes, bytearray.  https://docs.python.org/3.11/library/stdtypes.html#str
+    **{(t, name): "sub, start=_, end=_, /" for t in (str, bytes, bytearray)
+       for name in ("count", "find", "index", "rfind", "rindex")},
+    **{(t, name): "prefix, start=_, end=_, /" for t in (str, bytes, bytearray)
+       for name in ("startswith", "endswith")},
+    (str, "format"): "*args, **kwargs",
+    (str, "format_map"): "mapping, /",
+    **{(t, name): "" for t in (bytes, bytearray)
+       for name in ("capitalize", "isalnum", "isalpha", "isascii", "isdigit", "islower",
+                    "isspace", "istitle", "isupper", "lower", "swapcase", "title", "upper")},
+    **{(t, "hex"): "sep=_, bytes_per_sep=_" for t in (bytes, bytearray)},
+    # int.  https://docs.python.org/3.11/library/stdtypes.html#additional-methods-on-integer-types
+    **{(int, name): "" for name in ("conjugate", "__trunc__", "__floor__", "__ceil__")},
+    (int, "__round__"): "ndigits=_, /",
+    # range, slice
+    **{(range, name): "value, /" for name in ("count", "index")},
+    (slice, "indices"): "length, /",
+    # collections.deque.  https://docs.python.org/3.11/library/collections.html#deque-objects
+    **{(collections.deque, name): "x, /" for name in ("append", "appendleft", "count", "remove")},
+    **{(collections.deque, name): "iterable, /" for name in ("extend", "extendleft")},
+    **{(collections.deque, name): "" for name in ("clear", "copy", "__copy__", "pop", "popleft",
+                                                  "reverse", "__reversed__", "__sizeof__")},
+    (collections.deque, "index"): "x, start=_, stop=_, /",
+    (collections.deque, "insert"): "i, x, /",
+    (collections.deque, "rotate"): "n=1, /",
+    # dict views
+    **{(type({}.keys()), "isdisjoint"): "other, /", (type({}.items()), "isdisjoint"): "other, /"},
+    # exceptions.  https://docs.python.org/3.11/library/exceptions.html#BaseException
+    (BaseException, "with_traceback"): "tb, /",
+    (BaseException, "add_note"): "note, /",
+}
+
+#: the builtin types whose C methods are bound, each with how to make a fresh receiver
+#: for the placeholder call (no state, nothing run but the type's own constructor)
+RECEIVERS: dict[type, Callable[[], Any]] = {
+    **{t: t for t in (list, tuple, dict, set, frozenset, str, bytes, bytearray, int, float,
+                      complex, bool, object, collections.deque, collections.OrderedDict,
+                      collections.defaultdict, BaseException)},
+    range: lambda: range(0),
+    slice: lambda: slice(None),
+    type({}.keys()): lambda: {}.keys(),
+    type({}.values()): lambda: {}.values(),
+    type({}.items()): lambda: {}.items(),
+}
+
+#: builtins never called with placeholders: their call could act on the world
+NEVER_CHECKED = frozenset({
+    exec, eval, compile, open, input, breakpoint, builtins.__import__, print, type, super,
+    globals, locals, classmethod, staticmethod, property,
+})
+#: the modules whose C functions are checked (their text signatures are CPython's own)
+CHECKED_MODULES = frozenset({"builtins", "_operator", "math", "cmath"})
+
+_DESCRIPTOR_TYPES = (types.MethodDescriptorType, types.WrapperDescriptorType)
+_C_METHOD_TYPES = (types.MethodDescriptorType, types.WrapperDescriptorType,
+                   types.ClassMethodDescriptorType, types.BuiltinFunctionType)
+
+
+class _Placeholder:
+    """An argument of the placeholder call: it is never looked at (the call fails first)."""
+
+    def __repr__(self) -> str:
+        return "<argument>"
+
+
+_ARG = _Placeholder()
+_NOT_CHECKED = object()  # a signature-cache entry: this callable is not checked
+
+#: (callable or (owner, name), number of positional arguments, keyword names) -> the
+#: exception eager raises, or None when the arguments bind
+_VERDICTS: dict[tuple, BaseException | None] = {}
+#: callable or (owner, name) -> inspect.Signature, or _NOT_CHECKED
+_SIGNATURE_CACHE: dict[Any, Any] = {}
+
+
+def check_call(fn: Any, args: list, kwargs: dict, receiver_type: type | None = None) -> None:
+    """``fn(*args, **kwargs)`` for a builtin function or type, or an unbound C method of
+    a builtin type (``list.append(p, x)``, ``receiver_type`` the type of ``p``; a receiver
+    of another type is not checked here): raise eager's exception, observed, when the
+    arguments do not bind (see the module docstring)."""
+    if args and isinstance(fn, _DESCRIPTOR_TYPES) and \
+            not (receiver_type is not None and issubclass(receiver_type, fn.__objclass__)):
+        return
+    key = (fn, len(args), tuple(kwargs) if kwargs else ())
+    try:
+        verdict = _VERDICTS[key]
+    except KeyError:
+        verdict = _VERDICTS[key] = _call_verdict(fn, len(args), key[2])
+    except TypeError:  # an unhashable callable: not one of ours
+        return
+    if verdict is not None:
+        raise ObservedException(_fresh(verdict))
+
+
+def check_method_call(cls: type, name: str, args: list, kwargs: dict) -> None:
+    """``obj.name(*args, **kwargs)`` on a receiver of type ``cls``, where the method found
+    on ``cls`` is a C method of a type in :data:`RECEIVERS`: raise eager's exception,
+    observed, when the arguments do not bind."""
+    owner = cls if cls in RECEIVERS and name in cls.__dict__ else _c_owner(cls, name)
+    if owner is None:
+        return
+    key = (owner, name, len(args), tuple(kwargs) if kwargs else ())
+    try:
+        verdict = _VERDICTS[key]
+    except KeyError:
+        verdict = _VERDICTS[key] = _method_verdict(owner, name, len(args), key[3])
+    if verdict is not None:
+        raise ObservedException(_fresh(verdict))
+
+
+def signature_of(owner: type, name: str) -> inspect.Signature | None:
+    """The signature a call of ``owner().name`` is bound with (``None``: not checked)."""
+    sig = _method_signature(owner, name)
+    return None if sig is _NOT_CHECKED else sig
+
+
+# -- verdicts --------------------------------------------------------------------------------
+
+def _c_owner(cls: type, name: str) -> type | None:
+    """The type in :data:`RECEIVERS` whose C method ``cls.name`` is (``None``: the name
+    resolves to something else first, a Python override of a subclass)."""
+    for klass in getattr(cls, "__mro__", ()):
+        raw = klass.__dict__.get(name, _NOT_CHECKED)
+        if raw is _NOT_CHECKED:
+            continue
+        return klass if klass in RECEIVERS and isinstance(raw, _C_METHOD_TYPES) else None
+    return None
+
+
+def _method_verdict(owner: type, name: str, nargs: int, kwnames: tuple) -> BaseException | None:
+    sig = _method_signature(owner, name)
+    if sig is _NOT_CHECKED or _binds(sig, nargs, kwnames):
+        return None
+    raw = owner.__dict__[name]
+    # ``obj.name(...)`` calls the descriptor with the receiver first (CALL after
+    # LOAD_METHOD), whose messages name it ``str.startswith()``, not ``startswith()``
+    fn = functools.partial(raw, RECEIVERS[owner]()) if isinstance(raw, _DESCRIPTOR_TYPES) \
+        else getattr(owner, name)
+    return _placeholder_call(f"{owner.__name__}.{name}", fn, nargs, kwnames)
+
+
+def _call_verdict(fn: Any, nargs: int, kwnames: tuple) -> BaseException | None:
+    if isinstance(fn, _DESCRIPTOR_TYPES):
+        owner = fn.__objclass__
+        if owner not in RECEIVERS or _method_signature(owner, fn.__name__) is _NOT_CHECKED:
+            return None
+        if nargs == 0:  # "unbound method list.append() needs an argument"
+            return _placeholder_call(fn.__qualname__, fn, 0, kwnames)
+        if _binds(_method_signature(owner, fn.__name__), nargs - 1, kwnames):
+            return None
+        return _placeholder_call(fn.__qualname__, fn.__get__(RECEIVERS[owner]()), nargs - 1, kwnames)
+    sig = _function_signature(fn)
+    if sig is _NOT_CHECKED or _binds(sig, nargs, kwnames):
+        return None
+    return _placeholder_call(getattr(fn, "__qualname__", repr(fn)), fn, nargs, kwnames)
+
+
+def _binds(sig: inspect.Signature, nargs: int, kwnames: tuple) -> bool:
+    try:
+        sig.bind(*[_ARG] * nargs, **dict.fromkeys(kwnames, _ARG))
+    except TypeError:
+        return False
+    return True
+
+
+def _placeholder_call(what: str, fn: Callable, nargs: int, kwnames: tuple) -> BaseException | None:
+    """The exception of ``fn`` called with placeholders: eager's, raised while parsing."""
+    try:
+        fn(*[_ARG] * nargs, **dict.fromkeys(kwnames, _ARG))
+    except Exception as e:  # noqa: BLE001 (the program's exception, kept as data)
+        if isinstance(e, TypeError) or not config.debug_checks:
+            return e.with_traceback(None)
+        problem = f"raised {type(e).__name__}: {e}"
+    else:
+        problem = "did not raise"
+    if config.debug_checks:
+        raise InternalError(f"arg_binding: {what} with {nargs} positional argument(s) and keywords "
+                            f"{kwnames} does not bind its signature, but the call {problem}")
+    return None
+
+
+def _fresh(e: BaseException) -> BaseException:
+    """A new exception like ``e`` (each raise gets its own object)."""
+    return type(e)(*e.args)
+
+
+# -- signatures ------------------------------------------------------------------------------
+
+def _method_signature(owner: type, name: str):
+    key = (owner, name)
+    sig = _SIGNATURE_CACHE.get(key)
+    if sig is None:
+        text = SIGNATURES.get(key)
+        if text is not None:
+            sig = _from_text(text)
+        else:
+            try:
+                sig = inspect.signature(getattr(RECEIVERS[owner](), name))
+            except (TypeError, ValueError):
+                sig = _NOT_CHECKED
+        _SIGNATURE_CACHE[key] = sig
+    return sig
+
+
+def _function_signature(fn: Any):
+    sig = _SIGNATURE_CACHE.get(fn)
+    if sig is None:
+        sig = _NOT_CHECKED
+        if fn in SIGNATURES:
+            sig = _from_text(SIGNATURES[fn])
+        elif _is_checked_function(fn):
+            try:
+                sig = inspect.signature(fn)
+            except (TypeError, ValueError):
+                pass
+        _SIGNATURE_CACHE[fn] = sig
+    return sig
+
+
+def _is_checked_function(fn: Any) -> bool:
+    """A C function of :data:`CHECKED_MODULES` or a builtin type (not an exception class,
+    which takes any arguments), not in :data:`NEVER_CHECKED`."""
+    if fn in NEVER_CHECKED:
+        return False
+    if isinstance(fn, type):
+        return fn.__module__ == "builtins" and not issubclass(fn, BaseException)
+    return isinstance(fn, types.BuiltinFunctionType) and getattr(fn, "__module__", None) in CHECKED_MODULES
+
+
+def _from_text(params: str) -> inspect.Signature:
+    """``inspect.Signature`` of a parameter list written as Python (``"key, default=_, /"``)."""
+    return inspect.signature(eval(f"lambda {params}: None", {"_": None}))  # noqa: S307 (our table)
