@@ -15,7 +15,8 @@ Contract (:func:`run_fake`):
 * Failures that are limits of tracing (a data-dependent output, an op with no fake
   kernel) are graph breaks with their reason.
 * Any other failure is the program's own error (a shape mismatch: eager raises it), an
-  :class:`~graphjit.exc.ObservedException`, unless the op's inputs hold symbolic sizes
+  :class:`~graphjit.exc.ObservedException` holding eager's exception (:func:`eager_error`:
+  the op run again on real stand-ins of its tensors, as torch's C++ kernels check), unless the op's inputs hold symbolic sizes
   or numbers.  Then the op runs again on *static* fakes of its inputs (their sizes the
   ones this call has): if that fails too, the error is the program's; if it succeeds,
   the symbolic kernel was what failed, and the op is traced *specialized*: every symbol
@@ -30,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import warnings
 from typing import Any
 
 import torch
@@ -93,7 +95,7 @@ def run_fake(out, op: str, target: Any, args: tuple, kwargs: dict, specialize: b
         error = e
     if specialize and _holds_symbols(args, kwargs):
         return _run_specialized(out, op, target, args, kwargs, error)
-    raise ObservedException(error.with_traceback(None)) from None
+    raise ObservedException(eager_error(op, target, args, kwargs, error).with_traceback(None)) from None
 
 
 def _call(out, op: str, target: Any, args: tuple, kwargs: dict) -> Any:
@@ -106,6 +108,71 @@ def _call(out, op: str, target: Any, args: tuple, kwargs: dict) -> Any:
         if op == "call_module":
             return out.fake_module(target)(*args, **kwargs)
     raise AssertionError(op)
+
+
+# -- eager's exception for an op that fails -------------------------------------------------
+
+#: a failing op is run again on zero-filled CPU tensors while its CPU tensors hold at most
+#: this many bytes in all, else on meta tensors
+STAND_IN_BYTES = 1 << 20
+#: what a run on stand-ins may report as eager's exception (not ``NotImplementedError``:
+#: a stand-in's own limit, a kernel missing for meta)
+_EAGER_ERROR_TYPES = (RuntimeError, TypeError, IndexError, ValueError)
+#: modules whose functions are torch's own ops (a custom op's kernel is never run again)
+_TORCH_MODULES = ("torch", "torch.functional", "torch.nn.functional", "torch._C._nn",
+                  "torch._C._linalg", "torch._C._fft", "torch._C._special", "_operator")
+
+
+def eager_error(op: str, target: Any, args: tuple, kwargs: dict, error: Exception) -> Exception:
+    """The exception eager raises for an op whose fake run raised ``error``.
+
+    Under the Python dispatcher a fake run takes torch's Python references and meta
+    registrations, whose checks are not always the C++ kernel's (``permute`` with too many
+    dims: ``IndexError`` where eager raises ``RuntimeError``; ``clamp()`` with no bound:
+    ``ValueError``).  The op is run once more, outside the fake mode, on real stand-ins of
+    its tensors (same sizes, strides and dtype, no gradient; zero-filled on the CPU when
+    every tensor is a small CPU tensor, meta tensors otherwise, the RNG state kept), and
+    what that run raises is eager's exception.  ``error`` stands when the op is not one of
+    torch's own, its inputs hold symbolic sizes, or the stand-ins run without error."""
+    if not _is_torch_op(op, target):
+        return error
+    flat = tree_flatten((args, kwargs))[0]
+    tensors = [v for v in flat if isinstance(v, torch.Tensor)]
+    if any(isinstance(v, _SYM_TYPES) for v in flat) or \
+            any(t.layout != torch.strided or _symbols_of(t) for t in tensors):
+        return error
+    small = sum(t.numel() * t.element_size() for t in tensors) <= STAND_IN_BYTES
+    device = "cpu" if small and all(t.device.type == "cpu" for t in tensors) else "meta"
+    try:
+        with torch.random.fork_rng(devices=[]), torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            stand_args, stand_kwargs = tree_map(lambda v: _stand_in(v, device), (args, kwargs))
+            if op == "call_function":
+                target(*stand_args, **stand_kwargs)
+            else:  # through the type, as ``t.name(...)`` calls it (``TensorBase.dim()`` in messages)
+                getattr(type(stand_args[0]), target)(*stand_args, **stand_kwargs)
+    except _EAGER_ERROR_TYPES as e:
+        return e if device == "cpu" or "meta" not in str(e) else error
+    except Exception:  # noqa: BLE001 (the stand-ins' own failure: the fake run's word stands)
+        return error
+    return error
+
+
+def _is_torch_op(op: str, target: Any) -> bool:
+    if op == "call_method":
+        return isinstance(target, str)
+    if op != "call_function":
+        return False
+    if isinstance(target, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+        return target.namespace in ("aten", "prims")
+    return getattr(target, "__module__", None) in _TORCH_MODULES
+
+
+def _stand_in(value: Any, device: str) -> Any:
+    if not isinstance(value, torch.Tensor):
+        return value
+    t = torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device=device)
+    return t.zero_() if device == "cpu" else t
 
 
 def _tracing_limit(op: str, target: Any, e: Exception):
@@ -203,7 +270,8 @@ def _run_specialized(out, op: str, target: Any, args: tuple, kwargs: dict, error
     try:
         result = _call(out, op, target, static_args, static_kwargs)
     except Exception as e:  # noqa: BLE001 (with this call's sizes it fails too: the program's error)
-        raise ObservedException(e.with_traceback(None)) from None
+        raise ObservedException(eager_error(op, target, static_args, static_kwargs, e)
+                                .with_traceback(None)) from None
     if _mutates(op, target, kwargs):
         raise unsupported(
             "operator failed on symbolic sizes", reason,
