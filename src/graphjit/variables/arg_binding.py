@@ -33,6 +33,10 @@ Contract:
 * Cheap: the verdict for one callable, argument count and keyword names is computed once
   and cached (two dict lookups on the trace's hot path).
 
+:func:`python_call_error` gives CPython's message for a Python function (user code the
+tracer inlines) whose arguments do not bind, from a function with the same parameters and
+an empty body.
+
 Tensor methods and torch functions are not bound here: torch's own argument parser
 runs in the fake run of the op and raises eager's ``TypeError`` (``graph/fake_run.py``).
 """
@@ -95,6 +99,7 @@ SIGNATURES: dict[Any, str] = {
     (collections.OrderedDict, "update"): "other=_, /, **kwargs",
     (collections.OrderedDict, "clear"): "",
     (collections.OrderedDict, "copy"): "",
+    (collections.OrderedDict, "__reduce__"): "",
     (collections.defaultdict, "copy"): "",
     (collections.defaultdict, "__missing__"): "key, /",
     # set and frozenset.  https://docs.python.org/3.11/library/stdtypes.html#set
@@ -217,10 +222,56 @@ def check_method_call(cls: type, name: str, args: list, kwargs: dict) -> None:
         raise ObservedException(_fresh(verdict))
 
 
-def signature_of(owner: type, name: str) -> inspect.Signature | None:
-    """The signature a call of ``owner().name`` is bound with (``None``: not checked)."""
-    sig = _method_signature(owner, name)
+def signature_of(cls: type, name: str) -> inspect.Signature | None:
+    """The signature ``obj.name(...)`` is bound with, for ``obj`` of type ``cls``
+    (``None``: not checked)."""
+    owner = cls if cls in RECEIVERS and name in cls.__dict__ else _c_owner(cls, name)
+    sig = _NOT_CHECKED if owner is None else _method_signature(owner, name)
     return None if sig is _NOT_CHECKED else sig
+
+
+def python_call_error(code: types.CodeType, qualname: str, ndefaults: int, kwdefaults: tuple,
+                      nargs: int, kwnames: tuple) -> TypeError | None:
+    """The TypeError CPython raises calling a Python function with ``code`` (named
+    ``qualname``, with ``ndefaults`` positional defaults and keyword-only defaults for the
+    names ``kwdefaults``) with ``nargs`` positional arguments and keywords ``kwnames``;
+    ``None`` when they bind.  A function with the same parameters and an empty body is
+    called with placeholders: CPython binds arguments before any bytecode runs, so its
+    message (``f() missing 1 required positional argument: 'b'``) is eager's.  ``None``
+    too where the parameters cannot be written (a comprehension's ``.0``)."""
+    stub = _stub(code, qualname, ndefaults, kwdefaults)
+    if stub is None:
+        return None
+    try:
+        stub(*[_ARG] * nargs, **dict.fromkeys(kwnames, _ARG))
+    except TypeError as e:
+        return e.with_traceback(None)
+    return None
+
+
+@functools.lru_cache(maxsize=1024)
+def _stub(code: types.CodeType, qualname: str, ndefaults: int, kwdefaults: tuple):
+    names = code.co_varnames
+    npos, nkw, posonly = code.co_argcount, code.co_kwonlyargcount, code.co_posonlyargcount
+    if not all(n.isidentifier() for n in names[:npos + nkw + 2]):
+        return None
+    params = [n + ("=_" if i >= npos - ndefaults else "") for i, n in enumerate(names[:npos])]
+    if posonly:
+        params.insert(posonly, "/")
+    i = npos + nkw
+    if code.co_flags & inspect.CO_VARARGS:
+        params.append("*" + names[i])
+        i += 1
+    elif nkw:
+        params.append("*")
+    params += [n + ("=_" if n in kwdefaults else "") for n in names[npos:npos + nkw]]
+    if code.co_flags & inspect.CO_VARKEYWORDS:
+        params.append("**" + names[i])
+    namespace: dict = {"_": None}
+    exec(f"def stub({', '.join(params)}): pass", namespace)  # noqa: S102 (names from a code object)
+    stub = namespace["stub"]
+    stub.__qualname__ = qualname
+    return stub
 
 
 # -- verdicts --------------------------------------------------------------------------------
@@ -257,7 +308,7 @@ def _call_verdict(fn: Any, nargs: int, kwnames: tuple) -> BaseException | None:
             return _placeholder_call(fn.__qualname__, fn, 0, kwnames)
         if _binds(_method_signature(owner, fn.__name__), nargs - 1, kwnames):
             return None
-        return _placeholder_call(fn.__qualname__, fn.__get__(RECEIVERS[owner]()), nargs - 1, kwnames)
+        return _placeholder_call(fn.__qualname__, functools.partial(fn, RECEIVERS[owner]()), nargs - 1, kwnames)
     sig = _function_signature(fn)
     if sig is _NOT_CHECKED or _binds(sig, nargs, kwnames):
         return None

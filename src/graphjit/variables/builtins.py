@@ -161,7 +161,7 @@ _ON_DRAWN_VALUES = {int, float, bool, abs, round, min, max, divmod, pow, str}
 def call_builtin(tx, fn, args: list, kwargs: dict) -> VariableTracker:
     """Call builtin ``fn``: its handler, or constant folding, or a graph break.  The
     arguments are bound to ``fn``'s real signature first (``arg_binding``)."""
-    check_call(fn, args, kwargs, _receiver_type(fn, args))
+    check_builtin_args(fn, args, kwargs)
     if fn in (range, operator.index) and not kwargs:  # ``__index__`` objects as ints
         args = [tx.as_index(a) for a in args]
     if (fn in _ON_DRAWN_VALUES or getattr(fn, "__module__", None) == "math") and not kwargs and \
@@ -195,6 +195,12 @@ def call_builtin(tx, fn, args: list, kwargs: dict) -> VariableTracker:
         return VariableTracker.build(tx, value)
     raise unsupported("unsupported builtin call", f"{_name(fn)}({', '.join(map(describe, args))})",
                       f"graphjit does not trace {_name(fn)} with these arguments.")
+
+
+def check_builtin_args(fn, args: list, kwargs: dict) -> None:
+    """Bind the user's arguments to builtin ``fn``'s real signature before a handler runs
+    (``arg_binding``: eager's TypeError, observed, when they do not bind)."""
+    check_call(fn, args, kwargs, _receiver_type(fn, args))
 
 
 def _receiver_type(fn, args: list) -> type | None:
