@@ -31,6 +31,7 @@ the call are compared).
 from __future__ import annotations
 
 import builtins
+import collections
 import copy
 import dataclasses
 import inspect
@@ -68,6 +69,14 @@ METHODS: dict[str, tuple[str, tuple[str, ...]]] = {
     "int": ("7", ("bit_length", "to_bytes", "conjugate", "as_integer_ratio", "bit_count",
                   "__add__")),
     "float": ("2.5", ("is_integer", "hex", "as_integer_ratio", "conjugate", "__add__")),
+    "deque": ("collections.deque([3, 1, 2])", (
+        "append", "appendleft", "pop", "popleft", "extend", "extendleft", "clear", "copy",
+        "count", "index", "insert", "remove", "reverse", "rotate")),
+    "OrderedDict": ("collections.OrderedDict(a=1, b=2)", (
+        "get", "pop", "popitem", "move_to_end", "setdefault", "update", "keys", "copy")),
+    "defaultdict": ("collections.defaultdict(list, a=[1])", ("get", "pop", "copy", "setdefault", "update")),
+    "range": ("range(5)", ("index", "count")),
+    "Size": ("torch.Size([2, 3])", ("index", "count", "numel")),
     "tensor": ("torch.arange(6.0).reshape(2, 3)", (
         "view", "reshape", "permute", "transpose", "clamp", "sum", "mean", "add", "mul",
         "index_select", "expand", "repeat", "split", "chunk", "to", "size", "dim", "unsqueeze",
@@ -82,12 +91,18 @@ BUILTINS = (
     "setattr", "hasattr", "delattr", "range", "enumerate", "zip", "map", "filter", "iter",
     "next", "divmod", "pow", "round", "int", "float", "str", "bool", "list", "tuple", "dict",
     "set", "frozenset", "any", "all", "reversed", "callable", "repr", "chr", "ord", "hex",
-    "bin", "oct", "format", "hash", "slice")
+    "bin", "oct", "format", "hash", "slice", "id", "complex", "bytes", "ascii",
+    "super")
 
 #: torch functions called with no receiver
 TORCH_FUNCTIONS = (
     "cat", "stack", "zeros", "ones", "add", "where", "clamp", "matmul", "sum", "reshape",
-    "split", "flatten", "transpose", "softmax")
+    "split", "flatten", "transpose", "softmax", "zeros_like", "arange", "full", "tensor",
+    "einsum", "chunk", "narrow", "gather")
+
+
+#: the globals of the generated functions (and of the literals)
+NAMESPACE = {"torch": torch, "collections": collections}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,12 +151,12 @@ def calls() -> list[BadCall]:
     out: list[BadCall] = []
     for group, (literal, names) in METHODS.items():
         wrong = "1.5" if group in ("str", "bytes") else '"x"'
-        value = eval(literal, {"torch": torch})
+        value = eval(literal, dict(NAMESPACE))
         for name in names:
             method = getattr(value, name)
             for form in ("arg", "local"):
                 out += _variants(group, name, form, f"p.{name}", method, wrong)
-            if group != "tensor":
+            if getattr(builtins, group, None) is type(value):
                 out += _variants(group, name, "unbound", f"{group}.{name}", method, wrong, first="p")
     for name in BUILTINS:
         out += _variants("builtin", name, "none", name, getattr(builtins, name), "1.5")
@@ -154,7 +169,7 @@ def receiver(call: BadCall):
     """A fresh receiver passed to ``call``'s function (``None`` for builtins and torch
     functions, and where it is made in the function)."""
     entry = METHODS.get(call.group)
-    return eval(entry[0], {"torch": torch}) if entry is not None and call.form != "local" else None
+    return eval(entry[0], dict(NAMESPACE)) if entry is not None and call.form != "local" else None
 
 
 _TEMPLATE = """\
@@ -175,7 +190,7 @@ def make_function(call: BadCall, index: int):
     source = _TEMPLATE.format(fname=fname, text=call.text, setup=setup)
     filename = f"<bad_calls:{index}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    namespace = {"torch": torch}
+    namespace = dict(NAMESPACE)
     exec(compile(source, filename, "exec"), namespace)
     return namespace[fname]
 

@@ -80,6 +80,7 @@ SIGNATURES: dict[Any, str] = {
     set: "iterable=_, /",
     frozenset: "iterable=_, /",
     dict: "mapping_or_iterable=_, /, **kwargs",
+    super: "type_=_, obj=_, /",
     # list, tuple (the rest have text signatures)
     (list, "__getitem__"): "index, /",
     # dict.  https://docs.python.org/3.11/library/stdtypes.html#mapping-types-dict
@@ -155,12 +156,19 @@ RECEIVERS: dict[type, Callable[[], Any]] = {
     type({}.keys()): lambda: {}.keys(),
     type({}.values()): lambda: {}.values(),
     type({}.items()): lambda: {}.items(),
+    # iterators (``it.__next__()``, ``it.__length_hint__()``)
+    **{type(make()): make for make in (
+        lambda: iter([]), lambda: iter(()), lambda: iter(range(0)), lambda: iter(""),
+        lambda: iter({}), lambda: iter({}.values()), lambda: iter({}.items()),
+        lambda: iter(set()), lambda: reversed([]), lambda: enumerate(()), lambda: zip(),
+        lambda: map(len, ()), lambda: filter(None, ()))},
+    types.GeneratorType: lambda: (_ for _ in ()),
 }
 
 #: builtins never called with placeholders: their call could act on the world
 NEVER_CHECKED = frozenset({
-    exec, eval, compile, open, input, breakpoint, builtins.__import__, print, type, super,
-    globals, locals, classmethod, staticmethod, property,
+    exec, eval, compile, open, input, breakpoint, builtins.__import__, print, type, globals,
+    locals, classmethod, staticmethod, property,
 })
 #: the modules whose C functions are checked (their text signatures are CPython's own)
 CHECKED_MODULES = frozenset({"builtins", "_operator", "math", "cmath"})

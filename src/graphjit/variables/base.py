@@ -297,6 +297,10 @@ class VariableTracker(metaclass=TrackerMeta):
 
     def call_method(self, tx, name: str, args: list, kwargs: dict) -> "VariableTracker":
         attr = self.var_getattr(tx, name)
+        if isinstance(attr, MethodVariable) and attr.obj is self and attr.name == name:
+            # (calling it would come back here: the tracker does not model this call)
+            raise unsupported("unsupported method call", f"{describe(self)}.{name}()",
+                              f"graphjit does not trace {name}() with these arguments.")
         return attr.call_function(tx, args, kwargs)
 
     def truthiness(self, tx) -> bool:

@@ -365,8 +365,11 @@ def _super(tx, args, kwargs):
     if not args:
         typ, obj = tx.zero_arg_super()
         return SuperVariable(typ, obj)
+    first = _const(args[0], "super() type")
+    if not isinstance(first, type):  # eager's TypeError ("argument 1 must be a type")
+        call_python("super", super, first)
     if len(args) == 2:
-        return SuperVariable(_const(args[0], "super() type"), args[1])
+        return SuperVariable(first, args[1])
     return None
 
 

@@ -387,13 +387,22 @@ class DequeVariable(BaseSequenceVariable):
             elif name == "clear":
                 items.clear()
             else:
-                n = args[0].as_python_constant() if args else 1
+                n = _index_value(tx, args[0]) if args else 1
                 if items:
                     n %= len(items)
                     items[:] = items[-n:] + items[:-n] if n else items
             return ConstantVariable(None)
         if name == "copy":
             return DequeVariable(list(items), self.maxlen)
+        if name == "reverse":
+            self._mutate(tx)
+            items.reverse()
+            return ConstantVariable(None)
+        if name == "remove" and len(args) == 1:  # the first equal item (polyfill's ``==``)
+            index = tx.inline_polyfill(poly.sequence_index, [self, args[0]]).as_python_constant()
+            self._mutate(tx)
+            del items[index]
+            return ConstantVariable(None)
         return super().call_method(tx, name, args, kwargs)
 
     def reconstruct(self, cg) -> None:
