@@ -20,7 +20,9 @@ graph is made whatever the call does.  The variants of one callable:
 * ``many``: six positional arguments ``(1, 2, 3, 4, 5, 6)``;
 * ``type``: the required positional parameters (one if it has none or no signature) given
   a value of a wrong type (``"x"``; ``1.5`` for ``str`` and ``bytes`` receivers);
-* ``kw``: an unexpected keyword argument (``bogus=1``).
+* ``kw``: an unexpected keyword argument (``bogus=1``);
+* ``hand``: :data:`HAND_WRITTEN`, calls of the standard library's callables graphjit
+  models, dunder methods, ``__new__``, ``operator`` and ``math`` (group ``other``).
 
 :func:`classify` runs one call eagerly and compiled and says how they compare;
 :func:`dynamo_outcome` does the same with ``torch.compile`` for the comparison the test
@@ -34,8 +36,14 @@ import builtins
 import collections
 import copy
 import dataclasses
+import functools
 import inspect
+import itertools
 import linecache
+import math
+import operator
+import re
+import sys
 
 import torch
 
@@ -102,7 +110,36 @@ TORCH_FUNCTIONS = (
 
 
 #: the globals of the generated functions (and of the literals)
-NAMESPACE = {"torch": torch, "collections": collections}
+NAMESPACE = {"torch": torch, "collections": collections, "functools": functools,
+             "inspect": inspect, "itertools": itertools, "math": math, "operator": operator,
+             "re": re, "sys": sys}
+
+
+#: written by hand: the standard library's callables graphjit models or polyfills, dunder
+#: methods, constructors' ``__new__``, calls through ``operator`` and ``math``
+HAND_WRITTEN = (
+    "sys.exc_info(1)", "sys.exc_info(bogus=1)", "globals(1)", "locals(1)", "object.__new__()",
+    "object.__new__(1.5)", "type(1, 2)", "type()", "collections.OrderedDict(1, 2, 3)",
+    "collections.OrderedDict(1.5)", "collections.deque(1, 2, 3, 4)", "collections.deque(bogus=1)",
+    "collections.deque(1.5)", "itertools.chain(bogus=1)", "functools.partial()",
+    "functools.partial(1.5)", "functools.reduce()", "functools.reduce(1.5)",
+    "functools.reduce(len, [], 1, 2)", "tuple.__new__()", "tuple.__new__(tuple, 1, 2)",
+    "dict.__new__()", "print(bogus=1)", "inspect.signature()", "re.compile()", "re.compile(1.5)",
+    "re.search('a')", "re.sub('a')", "re.escape()", "collections.defaultdict(list).__copy__(1)",
+    "(1).__add__()", "'a'.__len__(1)", "[].__len__(1)", "{}.__getitem__()", "[1].__getitem__()",
+    "[1].__setitem__(0)", "{1}.__contains__()", "(1,).__getitem__()", "list.__len__([], 1)",
+    "vars(1, 2)", "dir(1, 2)", "iter(1, 2, 3)", "max(1, key=len, bogus=2)", "sorted([], 1)",
+    "sum([], 1, 2)", "operator.add(1)", "operator.getitem([])", "math.sqrt()", "math.sqrt(1, 2)",
+    "math.floor('x')", "operator.itemgetter()", "operator.attrgetter()", "operator.methodcaller()",
+    "functools.partial(len)(1, 2)", "range(1).index()", "(1.5).as_integer_ratio(1)",
+    "complex(1, 2, 3)", "torch.Size([1]).index()", "torch.Size([1]).numel(1)",
+    "torch.zeros(2).dim(1)", "torch.zeros(2).add()", "torch.zeros(2).shape.count()",
+    "int('1', 10, 3)", "min(key=len)", "object.__setattr__()", "object.__getattribute__(1)",
+    "object.__init__()", "BaseException().with_traceback()", "ValueError('x').add_note()",
+    "iter([1]).__next__(1)", "(i for i in ()).send()", "(i for i in ()).close(1)",
+    "(i for i in ()).throw()", "enumerate([]).__next__(1)", "zip().__next__(1)",
+    "{}.keys().isdisjoint()", "collections.deque().rotate('x')", "collections.deque([1]).index('x')",
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -162,6 +199,7 @@ def calls() -> list[BadCall]:
         out += _variants("builtin", name, "none", name, getattr(builtins, name), "1.5")
     for name in TORCH_FUNCTIONS:
         out += _variants("torch", name, "none", f"torch.{name}", getattr(torch, name), '"x"')
+    out += [BadCall("other", text.split("(")[0], "hand", "none", text) for text in HAND_WRITTEN]
     return out
 
 

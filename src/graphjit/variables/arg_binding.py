@@ -9,10 +9,12 @@ Python signature would then fail (an ``InternalError`` naming graphjit's functio
 
 Contract:
 
-* :func:`check_call` (``fn(*args, **kwargs)`` of a builtin function, a builtin type or an
-  unbound C method such as ``list.append(p, x)``) and :func:`check_method_call`
-  (``obj.name(*args, **kwargs)`` where ``type(obj).name`` is a C method of a builtin
-  type) raise an :class:`~graphjit.exc.ObservedException` holding eager's exception
+* :func:`check_call` (``fn(*args, **kwargs)`` of a builtin function or type, a C callable
+  of the standard library graphjit models or polyfills (``functools.partial``,
+  ``itertools.chain``, ``operator.itemgetter``), an unbound C method such as
+  ``list.append(p, x)``, or a Python function graphjit models as a builtin, ``re.sub``)
+  and :func:`check_method_call` (``obj.name(*args, **kwargs)`` where ``type(obj).name``
+  is a C method of a type in :data:`RECEIVERS`) raise an :class:`~graphjit.exc.ObservedException` holding eager's exception
   (type and message) when the arguments do not bind; otherwise they return ``None`` and
   the handler runs with arguments it can take.  Only the number of positional arguments
   and the keyword names decide; argument *types* are the handlers' business (they
@@ -34,8 +36,8 @@ Contract:
   and cached (two dict lookups on the trace's hot path).
 
 :func:`python_call_error` gives CPython's message for a Python function (user code the
-tracer inlines) whose arguments do not bind, from a function with the same parameters and
-an empty body.
+tracer inlines, a Python function modelled as a builtin) whose arguments do not bind,
+from a function with the same parameters and an empty body: nothing of the original runs.
 
 Tensor methods and torch functions are not bound here: torch's own argument parser
 runs in the fake run of the op and raises eager's ``TypeError`` (``graph/fake_run.py``).
@@ -47,6 +49,9 @@ import builtins
 import collections
 import functools
 import inspect
+import itertools
+import operator
+import sys
 import types
 from typing import Any, Callable
 
@@ -81,6 +86,23 @@ SIGNATURES: dict[Any, str] = {
     frozenset: "iterable=_, /",
     dict: "mapping_or_iterable=_, /, **kwargs",
     super: "type_=_, obj=_, /",
+    **{t.__new__: "type_, /, *args, **kwargs" for t in (object, tuple, dict, list, set)},
+    sys.exc_info: "",
+    # the standard library's C callables graphjit models or polyfills
+    collections.OrderedDict: "other=_, /, **kwargs",
+    collections.deque: "iterable=_, maxlen=_",
+    collections.defaultdict: "default_factory=_, /, *args, **kwargs",
+    functools.partial: "func, /, *args, **keywords",
+    functools.reduce: "function, iterable, initial=_, /",
+    functools.cmp_to_key: "mycmp",
+    itertools.chain: "*iterables",
+    itertools.islice: "iterable, start_or_stop, stop=_, step=_, /",
+    itertools.product: "*iterables, repeat=1",
+    itertools.repeat: "object, times=_",
+    itertools.zip_longest: "*iterables, fillvalue=None",
+    operator.itemgetter: "item, /, *items",
+    operator.attrgetter: "attr, /, *attrs",
+    operator.methodcaller: "name, /, *args, **kwargs",
     # list, tuple (the rest have text signatures)
     (list, "__getitem__"): "index, /",
     # dict.  https://docs.python.org/3.11/library/stdtypes.html#mapping-types-dict
@@ -102,6 +124,7 @@ SIGNATURES: dict[Any, str] = {
     (collections.OrderedDict, "copy"): "",
     (collections.OrderedDict, "__reduce__"): "",
     (collections.defaultdict, "copy"): "",
+    (collections.defaultdict, "__copy__"): "",
     (collections.defaultdict, "__missing__"): "key, /",
     # set and frozenset.  https://docs.python.org/3.11/library/stdtypes.html#set
     **{(t, name): "" for t in (set, frozenset) for name in ("copy", "__sizeof__", "__reduce__")},
@@ -140,6 +163,10 @@ SIGNATURES: dict[Any, str] = {
     (collections.deque, "rotate"): "n=1, /",
     # dict views
     **{(type({}.keys()), "isdisjoint"): "other, /", (type({}.items()), "isdisjoint"): "other, /"},
+    # generators.  https://docs.python.org/3.11/reference/expressions.html#generator-iterator-methods
+    (types.GeneratorType, "send"): "value, /",
+    (types.GeneratorType, "throw"): "typ, val=_, tb=_, /",
+    (types.GeneratorType, "close"): "",
     # exceptions.  https://docs.python.org/3.11/library/exceptions.html#BaseException
     (BaseException, "with_traceback"): "tb, /",
     (BaseException, "add_note"): "note, /",
@@ -167,11 +194,13 @@ RECEIVERS: dict[type, Callable[[], Any]] = {
 
 #: builtins never called with placeholders: their call could act on the world
 NEVER_CHECKED = frozenset({
-    exec, eval, compile, open, input, breakpoint, builtins.__import__, print, type, globals,
-    locals, classmethod, staticmethod, property,
+    exec, eval, compile, open, input, breakpoint, builtins.__import__, type, classmethod,
+    staticmethod, property,
 })
-#: the modules whose C functions are checked (their text signatures are CPython's own)
-CHECKED_MODULES = frozenset({"builtins", "_operator", "math", "cmath"})
+#: the modules whose C functions and types are checked (their text signatures are
+#: CPython's own); Python functions are checked wherever they come from
+CHECKED_MODULES = frozenset({"builtins", "_operator", "operator", "math", "cmath", "itertools",
+                             "collections", "_collections", "functools", "_functools"})
 
 _DESCRIPTOR_TYPES = (types.MethodDescriptorType, types.WrapperDescriptorType)
 _C_METHOD_TYPES = (types.MethodDescriptorType, types.WrapperDescriptorType,
@@ -317,9 +346,16 @@ def _call_verdict(fn: Any, nargs: int, kwnames: tuple) -> BaseException | None:
         if _binds(_method_signature(owner, fn.__name__), nargs - 1, kwnames):
             return None
         return _placeholder_call(fn.__qualname__, functools.partial(fn, RECEIVERS[owner]()), nargs - 1, kwnames)
+    if isinstance(fn, types.FunctionType):  # a Python function graphjit models (``re.sub``)
+        return python_call_error(fn.__code__, fn.__qualname__, len(fn.__defaults__ or ()),
+                                 tuple(fn.__kwdefaults__ or ()), nargs, kwnames)
     sig = _function_signature(fn)
     if sig is _NOT_CHECKED or _binds(sig, nargs, kwnames):
         return None
+    owner = getattr(fn, "__self__", None)
+    if fn.__name__ == "__new__" and isinstance(owner, type) and nargs:
+        # ``tuple.__new__(tuple, 1, 2)``: the class first, or the message is about it
+        return _placeholder_call(fn.__qualname__, functools.partial(fn, owner), nargs - 1, kwnames)
     return _placeholder_call(getattr(fn, "__qualname__", repr(fn)), fn, nargs, kwnames)
 
 
@@ -386,13 +422,17 @@ def _function_signature(fn: Any):
 
 
 def _is_checked_function(fn: Any) -> bool:
-    """A C function of :data:`CHECKED_MODULES` or a builtin type (not an exception class,
-    which takes any arguments), not in :data:`NEVER_CHECKED`."""
+    """A C function or type of :data:`CHECKED_MODULES` (not an exception class, which
+    takes any arguments), not in :data:`NEVER_CHECKED`."""
     if fn in NEVER_CHECKED:
         return False
     if isinstance(fn, type):
-        return fn.__module__ == "builtins" and not issubclass(fn, BaseException)
-    return isinstance(fn, types.BuiltinFunctionType) and getattr(fn, "__module__", None) in CHECKED_MODULES
+        return fn.__module__ in CHECKED_MODULES and not issubclass(fn, BaseException)
+    if not isinstance(fn, types.BuiltinFunctionType):
+        return False
+    owner = fn.__self__  # a class method of a C type (``dict.fromkeys``), or the module
+    module = owner.__module__ if isinstance(owner, type) else getattr(fn, "__module__", None)
+    return module in CHECKED_MODULES
 
 
 def _from_text(params: str) -> inspect.Signature:

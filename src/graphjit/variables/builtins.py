@@ -340,6 +340,8 @@ def _object_getattribute(tx, args, kwargs):
 @register(object.__new__)
 def _object_new(tx, args, kwargs):
     cls = _const(args[0], "class")
+    if not isinstance(cls, type):  # eager's TypeError ("X is not a type object")
+        call_python("object.__new__", object.__new__, cls)
     return new_object(tx, cls)
 
 
@@ -630,6 +632,8 @@ def _partial(tx, args, kwargs):
     if not args:
         raise observed(TypeError, "type 'partial' takes at least one argument")
     func, rest = args[0], list(args[1:])
+    if func.is_python_constant() and not callable(func.as_python_constant()):
+        raise observed(TypeError, "the first argument must be callable")
     if isinstance(func, PartialVariable) and func.source is None:
         return PartialVariable(func.func, [*func.args, *rest], {**func.keywords, **kwargs})
     return PartialVariable(func, rest, dict(kwargs))
