@@ -250,6 +250,86 @@ def test_inlined_calls_with_wrong_arguments_raise_cpythons_typeerror(name, wrap,
         assert graphjit.stats()["graph_breaks"] == 0
 
 
+# -- methods of objects, subclasses of builtins and modules ---------------------------------
+
+class Plain:
+    def __init__(self):
+        self.a = 1
+
+    def super_setattr(self):
+        return super().__setattr__("a")
+
+    def super_init(self):
+        return super().__init__(1)
+
+    def super_getattribute(self):
+        return super().__getattribute__()
+
+    def super_eq(self):
+        return super().__eq__()
+
+
+class ListSub(list):
+    def super_append(self):
+        return super().append()
+
+    def own_append(self):
+        return self.append(1, 2)
+
+
+class DictSub(dict):
+    def super_get(self):
+        return super().get()
+
+    def super_setitem(self):
+        return super().__setitem__(1)
+
+
+class WithLinear(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(2, 2)
+
+
+OBJECT_CALLS = (
+    "o.__setattr__('a')", "o.__getattribute__()", "o.__delattr__()", "o.__setattr__()",
+    "o.super_setattr()", "o.super_init()", "o.super_getattribute()", "o.super_eq()",
+    "o.__eq__()", "o.__hash__(1)", "o.__repr__(1)", "o.__init__(1)", "o.__sizeof__(1)",
+    "l.super_append()", "l.own_append()", "l.append()", "d.super_get()", "d.super_setitem()",
+    "d.get()", "d.__getitem__()", "l.__getitem__()", "m.lin(1, 2)", "m.lin()",
+    "m.parameters(1, 2, 3)", "m.named_parameters(bogus=1)", "m.lin.forward()",
+    "m.lin.forward(1, 2)", "m.register_buffer()", "m.train(1, 2)", "m.__setattr__('a')",
+    "m.__getattr__()", "m.children(1)", "m.modules(1)", "m.zero_grad(1, 2)", "x.shape.index()",
+    "x.size().count()", "x.device.__eq__()",
+)
+
+
+@pytest.mark.parametrize("fullgraph", [False, True], ids=["graph-breaks", "fullgraph"])
+def test_methods_of_objects_subclasses_and_modules_with_wrong_arguments(fullgraph):
+    """``super()`` reaching a C method of a builtin base (its message names the subclass),
+    ``object``'s slots, a module's Python methods (``Module.parameters``)."""
+    failures = []
+    for index, text in enumerate(OBJECT_CALLS):
+        namespace = {"torch": torch}
+        exec(f"def f(x, o, l, d, m):\n    y = x + 1\n    try:\n        r = {text}\n"
+             f"    except Exception as e:\n        return y, type(e).__name__, str(e)\n"
+             f"    return y, 'ok', type(r).__name__\n", namespace)
+        fn = namespace["f"]
+
+        def arguments():
+            return torch.ones(2), Plain(), ListSub([1]), DictSub(a=1), WithLinear()
+
+        expected = fn(*arguments())[1:]
+        graphjit.reset()
+        try:
+            actual = graphjit.compile(fn, backend="eager", fullgraph=fullgraph)(*arguments())[1:]
+        except Exception as e:  # noqa: BLE001 (reported below)
+            actual = ("escaped", type(e).__name__, str(e).splitlines()[0])
+        if actual != expected:
+            failures.append(f"{text}: eager {expected}, compiled {actual}")
+    assert not failures, "\n".join(failures)
+
+
 def test_a_stub_keeps_the_functions_qualified_name_and_defaults():
     code = every_kind.__code__
     error = arg_binding.python_call_error(code, "every_kind", 1, ("c",), 0, ())

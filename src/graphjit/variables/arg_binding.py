@@ -13,8 +13,9 @@ Contract:
   of the standard library graphjit models or polyfills (``functools.partial``,
   ``itertools.chain``, ``operator.itemgetter``), an unbound C method such as
   ``list.append(p, x)``, or a Python function graphjit models as a builtin, ``re.sub``)
-  and :func:`check_method_call` (``obj.name(*args, **kwargs)`` where ``type(obj).name``
-  is a C method of a type in :data:`RECEIVERS`) raise an :class:`~graphjit.exc.ObservedException` holding eager's exception
+  :func:`check_method_call` (``obj.name(*args, **kwargs)`` where ``type(obj).name`` is a
+  C method of a type in :data:`RECEIVERS`) and :func:`check_bound_call` (the C method
+  ``super().name`` finds) raise an :class:`~graphjit.exc.ObservedException` holding eager's exception
   (type and message) when the arguments do not bind; otherwise they return ``None`` and
   the handler runs with arguments it can take.  Only the number of positional arguments
   and the keyword names decide; argument *types* are the handlers' business (they
@@ -259,6 +260,23 @@ def check_method_call(cls: type, name: str, args: list, kwargs: dict) -> None:
         raise ObservedException(_fresh(verdict))
 
 
+def check_bound_call(raw: Any, cls: type, args: list, kwargs: dict) -> None:
+    """``bound(*args, **kwargs)`` where ``bound`` is the C method ``raw`` (a descriptor of
+    a type in :data:`RECEIVERS`) bound to an instance of ``cls``: what ``super().name``
+    evaluates to.  Eager's exception, observed, when the arguments do not bind (its message
+    names ``cls``: ``L.append() takes exactly one argument (0 given)``)."""
+    owner = getattr(raw, "__objclass__", None)
+    if owner not in RECEIVERS or not isinstance(raw, _DESCRIPTOR_TYPES):
+        return
+    key = (raw, cls, len(args), tuple(kwargs) if kwargs else ())
+    try:
+        verdict = _VERDICTS[key]
+    except KeyError:
+        verdict = _VERDICTS[key] = _bound_verdict(raw, owner, cls, len(args), key[3])
+    if verdict is not None:
+        raise ObservedException(_fresh(verdict))
+
+
 def signature_of(cls: type, name: str) -> inspect.Signature | None:
     """The signature ``obj.name(...)`` is bound with, for ``obj`` of type ``cls``
     (``None``: not checked)."""
@@ -290,7 +308,8 @@ def python_call_error(code: types.CodeType, qualname: str, ndefaults: int, kwdef
 def _stub(code: types.CodeType, qualname: str, ndefaults: int, kwdefaults: tuple):
     names = code.co_varnames
     npos, nkw, posonly = code.co_argcount, code.co_kwonlyargcount, code.co_posonlyargcount
-    if not all(n.isidentifier() for n in names[:npos + nkw + 2]):
+    nparams = npos + nkw + bool(code.co_flags & inspect.CO_VARARGS) + bool(code.co_flags & inspect.CO_VARKEYWORDS)
+    if not all(n.isidentifier() for n in names[:nparams]):
         return None
     params = [n + ("=_" if i >= npos - ndefaults else "") for i, n in enumerate(names[:npos])]
     if posonly:
@@ -336,6 +355,17 @@ def _method_verdict(owner: type, name: str, nargs: int, kwnames: tuple) -> BaseE
     return _placeholder_call(f"{owner.__name__}.{name}", fn, nargs, kwnames)
 
 
+def _bound_verdict(raw: Any, owner: type, cls: type, nargs: int, kwnames: tuple) -> BaseException | None:
+    sig = _method_signature(owner, raw.__name__)
+    if sig is _NOT_CHECKED or _binds(sig, nargs, kwnames):
+        return None
+    try:  # an instance of ``cls`` made by the C base alone (no Python ``__new__``/``__init__``)
+        receiver = owner.__new__(cls) if isinstance(cls, type) and issubclass(cls, owner) else RECEIVERS[owner]()
+    except Exception:  # noqa: BLE001 (a base that needs arguments: the owner's own instance)
+        receiver = RECEIVERS[owner]()
+    return _placeholder_call(f"{owner.__name__}.{raw.__name__}", raw.__get__(receiver), nargs, kwnames)
+
+
 def _call_verdict(fn: Any, nargs: int, kwnames: tuple) -> BaseException | None:
     if isinstance(fn, _DESCRIPTOR_TYPES):
         owner = fn.__objclass__
@@ -371,16 +401,16 @@ def _placeholder_call(what: str, fn: Callable, nargs: int, kwnames: tuple) -> Ba
     """The exception of ``fn`` called with placeholders: eager's, raised while parsing."""
     try:
         fn(*[_ARG] * nargs, **dict.fromkeys(kwnames, _ARG))
-    except Exception as e:  # noqa: BLE001 (the program's exception, kept as data)
-        if isinstance(e, TypeError) or not config.debug_checks:
-            return e.with_traceback(None)
+    except TypeError as e:  # the program's exception, kept as data
+        return e.with_traceback(None)
+    except Exception as e:  # noqa: BLE001 (the arguments were parsed: the table is wrong)
         problem = f"raised {type(e).__name__}: {e}"
     else:
         problem = "did not raise"
     if config.debug_checks:
         raise InternalError(f"arg_binding: {what} with {nargs} positional argument(s) and keywords "
                             f"{kwnames} does not bind its signature, but the call {problem}")
-    return None
+    return None  # (the handler decides, as before binding)
 
 
 def _fresh(e: BaseException) -> BaseException:

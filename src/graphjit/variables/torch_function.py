@@ -18,7 +18,6 @@ from ..trace_rules import is_compiling as _graphjit_is_compiling
 from ..sources import FromNumpySource
 from .base import VariableTracker, call_python, register_builder_by_id
 from .constant import ConstantVariable
-from .functions import UserFunctionVariable
 from .grad_mode import GradModeVariable, InferenceModeVariable, set_grad_mode
 from .numpy_values import constant_tensor
 from .sequences import TupleVariable
@@ -157,10 +156,16 @@ class TorchFunctionVariable(VariableTracker):
                 if fn is torch.is_tensor:
                     return ConstantVariable(args[0].is_tensor())
                 return args[0].call_method(tx, fn.__name__, [], {})
-        if consts and isinstance(fn, types.FunctionType) and not _holds_tensor([*args, *kwargs.values()]):
-            # torch's Python on plain values (``torch.split("a,b", ",")`` is ``str.split``):
-            # no tensor reaches an op, so it is traced as the Python it is
-            return tx.inline_user_function(UserFunctionVariable(fn), list(args), dict(kwargs))
+        if consts and (args or kwargs) and isinstance(fn, types.FunctionType) and \
+                fn.__module__ == "torch.functional":
+            cargs = [a.as_python_constant() for a in args]
+            ckwargs = {k: v.as_python_constant() for k, v in kwargs.items()}
+            if not _holds_tensor([*cargs, *ckwargs.values()]):
+                # torch.functional's Python on plain values (``torch.split("a,b", ",")`` is
+                # ``str.split``, ``broadcast_shapes`` of sizes): folded, unless it makes a tensor
+                value = call_python(self._repr_body(), fn, *cargs, **ckwargs)
+                if not _holds_tensor([value]):
+                    return VariableTracker.build(tx, value)
         if fn is torch.tensor and args and not args[0].is_tensor() and holds_symbolic_numbers(args[0]):
             fn = torch._refs.tensor  # built from the symbolic values, none specialized (as TorchDynamo)
         return tx.output.call(tx, "call_function", fn, list(args), dict(kwargs))
@@ -170,8 +175,8 @@ _FROM_NUMPY = (torch.from_numpy, torch.as_tensor, torch.tensor)
 
 
 def _holds_tensor(values: list) -> bool:
-    """Whether a constant argument holds a tensor (in a tuple, list or dict)."""
-    stack = [v.as_python_constant() for v in values]
+    """Whether one of ``values`` is or holds a tensor (in a tuple, list or dict)."""
+    stack = list(values)
     while stack:
         value = stack.pop()
         if isinstance(value, torch.Tensor):
