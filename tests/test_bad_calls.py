@@ -73,6 +73,37 @@ def test_generated_bad_calls(group, backend, fullgraph):
     assert not failures, f"{len(failures)} calls differ from eager:\n" + "\n".join(failures)
 
 
+LARGE_TENSOR_CALLS = {
+    "permute, too many dims": lambda t: t.permute(1, 2, 3),
+    "clamp, no bound": lambda t: t.clamp(),
+    "expand, another size": lambda t: t.expand(3, 5),
+    "view, another size": lambda t: t.view(7, -1),
+    "add, not broadcastable": lambda t: t + t[:3],
+    "matmul, inner sizes": lambda t: t @ t[:3],
+    "cat, another rank": lambda t: torch.cat([t, t[0]]),
+    "transposed view": lambda t: t.t().view(-1),
+}
+
+
+@pytest.mark.parametrize("name", list(LARGE_TENSOR_CALLS))
+def test_a_failing_op_on_a_large_tensor_raises_eagers_exception(name):
+    """Past ``fake_run.STAND_IN_BYTES`` the failing op runs again on zero-stride CPU
+    tensors of the same sizes (or on meta tensors)."""
+    call = LARGE_TENSOR_CALLS[name]
+
+    def fn(x):
+        y = x + 1
+        try:
+            return y, call(x)
+        except Exception as e:
+            return y, type(e).__name__, str(e)
+
+    x = torch.zeros(1024, 1024)
+    expected = fn(x)[1:]
+    actual = graphjit.compile(fn, backend="eager", fullgraph=True)(x)[1:]
+    assert actual == expected
+
+
 # -- the binding tables ----------------------------------------------------------------------
 
 def _table_rows():

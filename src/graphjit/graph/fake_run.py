@@ -115,6 +115,10 @@ def _call(out, op: str, target: Any, args: tuple, kwargs: dict) -> Any:
 #: a failing op is run again on zero-filled CPU tensors while its CPU tensors hold at most
 #: this many bytes in all, else on meta tensors
 STAND_IN_BYTES = 1 << 20
+#: ... else on zero-stride CPU tensors (one element each, the C++ kernels' checks) while
+#: no tensor has more elements than this, unless what they raise is about their strides
+EXPANDED_ELEMENTS = 1 << 24
+_EXPANDED_ARTIFACTS = ("stride", "memory location", "contiguous", "expanded")
 #: what a run on stand-ins may report as eager's exception (not ``NotImplementedError``:
 #: a stand-in's own limit, a kernel missing for meta)
 _EAGER_ERROR_TYPES = (RuntimeError, TypeError, IndexError, ValueError)
@@ -130,10 +134,13 @@ def eager_error(op: str, target: Any, args: tuple, kwargs: dict, error: Exceptio
     registrations, whose checks are not always the C++ kernel's (``permute`` with too many
     dims: ``IndexError`` where eager raises ``RuntimeError``; ``clamp()`` with no bound:
     ``ValueError``).  The op is run once more, outside the fake mode, on real stand-ins of
-    its tensors (same sizes, strides and dtype, no gradient; zero-filled on the CPU when
-    every tensor is a small CPU tensor, meta tensors otherwise, the RNG state kept), and
-    what that run raises is eager's exception.  ``error`` stands when the op is not one of
-    torch's own, its inputs hold symbolic sizes, or the stand-ins run without error."""
+    its tensors (no gradient, the RNG state kept), and what that run raises is eager's
+    exception: zero-filled CPU tensors of the same sizes, strides and dtype when every
+    tensor is a small CPU tensor; else zero-stride CPU tensors of the same sizes and dtype
+    (one element each: the C++ kernels check sizes before they read a value), unless what
+    those raise is about their strides; else meta tensors.  ``error`` stands when the op is
+    not one of torch's own, its inputs hold symbolic sizes, or the stand-ins run without
+    error."""
     if not _is_torch_op(op, target):
         return error
     flat = tree_flatten((args, kwargs))[0]
@@ -141,21 +148,45 @@ def eager_error(op: str, target: Any, args: tuple, kwargs: dict, error: Exceptio
     if any(isinstance(v, _SYM_TYPES) for v in flat) or \
             any(t.layout != torch.strided or _symbols_of(t) for t in tensors):
         return error
-    small = sum(t.numel() * t.element_size() for t in tensors) <= STAND_IN_BYTES
-    device = "cpu" if small and all(t.device.type == "cpu" for t in tensors) else "meta"
+    if sum(t.numel() * t.element_size() for t in tensors) <= STAND_IN_BYTES and \
+            all(t.device.type == "cpu" for t in tensors):
+        return _stand_in_error(op, target, args, kwargs, _zeros_like) or error
+    if all(t.numel() <= EXPANDED_ELEMENTS for t in tensors):
+        found = _stand_in_error(op, target, args, kwargs, _expanded_like)
+        if found is not None and not any(w in str(found) for w in _EXPANDED_ARTIFACTS):
+            return found
+    found = _stand_in_error(op, target, args, kwargs, _meta_like)
+    return found if found is not None and "meta" not in str(found) else error
+
+
+def _stand_in_error(op: str, target: Any, args: tuple, kwargs: dict, stand_in) -> Exception | None:
+    """What ``op`` raises on ``stand_in(t)`` for each tensor ``t`` (``None``: it ran)."""
     try:
         with torch.random.fork_rng(devices=[]), torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            stand_args, stand_kwargs = tree_map(lambda v: _stand_in(v, device), (args, kwargs))
+            stand_args, stand_kwargs = tree_map(
+                lambda v: stand_in(v) if isinstance(v, torch.Tensor) else v, (args, kwargs))
             if op == "call_function":
                 target(*stand_args, **stand_kwargs)
             else:  # through the type, as ``t.name(...)`` calls it (``TensorBase.dim()`` in messages)
                 getattr(type(stand_args[0]), target)(*stand_args, **stand_kwargs)
     except _EAGER_ERROR_TYPES as e:
-        return e if device == "cpu" or "meta" not in str(e) else error
-    except Exception:  # noqa: BLE001 (the stand-ins' own failure: the fake run's word stands)
-        return error
-    return error
+        return e
+    except Exception:  # noqa: BLE001 (the stand-ins' own failure: no word on the program's)
+        return None
+    return None
+
+
+def _zeros_like(t: torch.Tensor) -> torch.Tensor:
+    return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="cpu").zero_()
+
+
+def _meta_like(t: torch.Tensor) -> torch.Tensor:
+    return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
+
+
+def _expanded_like(t: torch.Tensor) -> torch.Tensor:
+    return torch.zeros((), dtype=t.dtype).expand(t.shape)
 
 
 def _is_torch_op(op: str, target: Any) -> bool:
@@ -166,13 +197,6 @@ def _is_torch_op(op: str, target: Any) -> bool:
     if isinstance(target, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
         return target.namespace in ("aten", "prims")
     return getattr(target, "__module__", None) in _TORCH_MODULES
-
-
-def _stand_in(value: Any, device: str) -> Any:
-    if not isinstance(value, torch.Tensor):
-        return value
-    t = torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device=device)
-    return t.zero_() if device == "cpu" else t
 
 
 def _tracing_limit(op: str, target: Any, e: Exception):
