@@ -15,7 +15,8 @@ Contract (:func:`run_fake`):
 * Failures that are limits of tracing (a data-dependent output, an op with no fake
   kernel) are graph breaks with their reason.
 * Any other failure is the program's own error (a shape mismatch: eager raises it), an
-  :class:`~graphjit.exc.ObservedException`, unless the op's inputs hold symbolic sizes
+  :class:`~graphjit.exc.ObservedException` holding eager's exception (:func:`eager_error`:
+  the op run again on real stand-ins of its tensors, as torch's C++ kernels check), unless the op's inputs hold symbolic sizes
   or numbers.  Then the op runs again on *static* fakes of its inputs (their sizes the
   ones this call has): if that fails too, the error is the program's; if it succeeds,
   the symbolic kernel was what failed, and the op is traced *specialized*: every symbol
@@ -30,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import warnings
 from typing import Any
 
 import torch
@@ -93,7 +95,7 @@ def run_fake(out, op: str, target: Any, args: tuple, kwargs: dict, specialize: b
         error = e
     if specialize and _holds_symbols(args, kwargs):
         return _run_specialized(out, op, target, args, kwargs, error)
-    raise ObservedException(error.with_traceback(None)) from None
+    raise ObservedException(eager_error(op, target, args, kwargs, error).with_traceback(None)) from None
 
 
 def _call(out, op: str, target: Any, args: tuple, kwargs: dict) -> Any:
@@ -106,6 +108,95 @@ def _call(out, op: str, target: Any, args: tuple, kwargs: dict) -> Any:
         if op == "call_module":
             return out.fake_module(target)(*args, **kwargs)
     raise AssertionError(op)
+
+
+# -- eager's exception for an op that fails -------------------------------------------------
+
+#: a failing op is run again on zero-filled CPU tensors while its CPU tensors hold at most
+#: this many bytes in all, else on meta tensors
+STAND_IN_BYTES = 1 << 20
+#: ... else on zero-stride CPU tensors (one element each, the C++ kernels' checks) while
+#: no tensor has more elements than this, unless what they raise is about their strides
+EXPANDED_ELEMENTS = 1 << 24
+_EXPANDED_ARTIFACTS = ("stride", "memory location", "contiguous", "expanded")
+#: what a run on stand-ins may report as eager's exception (not ``NotImplementedError``:
+#: a stand-in's own limit, a kernel missing for meta)
+_EAGER_ERROR_TYPES = (RuntimeError, TypeError, IndexError, ValueError)
+#: modules whose functions are torch's own ops (a custom op's kernel is never run again)
+_TORCH_MODULES = ("torch", "torch.functional", "torch.nn.functional", "torch._C._nn",
+                  "torch._C._linalg", "torch._C._fft", "torch._C._special", "_operator")
+
+
+def eager_error(op: str, target: Any, args: tuple, kwargs: dict, error: Exception) -> Exception:
+    """The exception eager raises for an op whose fake run raised ``error``.
+
+    Under the Python dispatcher a fake run takes torch's Python references and meta
+    registrations, whose checks are not always the C++ kernel's (``permute`` with too many
+    dims: ``IndexError`` where eager raises ``RuntimeError``; ``clamp()`` with no bound:
+    ``ValueError``).  The op is run once more, outside the fake mode, on real stand-ins of
+    its tensors (no gradient, the RNG state kept), and what that run raises is eager's
+    exception: zero-filled CPU tensors of the same sizes, strides and dtype when every
+    tensor is a small CPU tensor; else zero-stride CPU tensors of the same sizes and dtype
+    (one element each: the C++ kernels check sizes before they read a value), unless what
+    those raise is about their strides; else meta tensors.  ``error`` stands when the op is
+    not one of torch's own, its inputs hold symbolic sizes, or the stand-ins run without
+    error."""
+    if not _is_torch_op(op, target):
+        return error
+    flat = tree_flatten((args, kwargs))[0]
+    tensors = [v for v in flat if isinstance(v, torch.Tensor)]
+    if any(isinstance(v, _SYM_TYPES) for v in flat) or \
+            any(t.layout != torch.strided or _symbols_of(t) for t in tensors):
+        return error
+    if sum(t.numel() * t.element_size() for t in tensors) <= STAND_IN_BYTES and \
+            all(t.device.type == "cpu" for t in tensors):
+        return _stand_in_error(op, target, args, kwargs, _zeros_like) or error
+    if all(t.numel() <= EXPANDED_ELEMENTS for t in tensors):
+        found = _stand_in_error(op, target, args, kwargs, _expanded_like)
+        if found is not None and not any(w in str(found) for w in _EXPANDED_ARTIFACTS):
+            return found
+    found = _stand_in_error(op, target, args, kwargs, _meta_like)
+    return found if found is not None and "meta" not in str(found) else error
+
+
+def _stand_in_error(op: str, target: Any, args: tuple, kwargs: dict, stand_in) -> Exception | None:
+    """What ``op`` raises on ``stand_in(t)`` for each tensor ``t`` (``None``: it ran)."""
+    try:
+        with torch.random.fork_rng(devices=[]), torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            stand_args, stand_kwargs = tree_map(
+                lambda v: stand_in(v) if isinstance(v, torch.Tensor) else v, (args, kwargs))
+            if op == "call_function":
+                target(*stand_args, **stand_kwargs)
+            else:  # through the type, as ``t.name(...)`` calls it (``TensorBase.dim()`` in messages)
+                getattr(type(stand_args[0]), target)(*stand_args, **stand_kwargs)
+    except _EAGER_ERROR_TYPES as e:
+        return e
+    except Exception:  # noqa: BLE001 (the stand-ins' own failure: no word on the program's)
+        return None
+    return None
+
+
+def _zeros_like(t: torch.Tensor) -> torch.Tensor:
+    return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="cpu").zero_()
+
+
+def _meta_like(t: torch.Tensor) -> torch.Tensor:
+    return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
+
+
+def _expanded_like(t: torch.Tensor) -> torch.Tensor:
+    return torch.zeros((), dtype=t.dtype).expand(t.shape)
+
+
+def _is_torch_op(op: str, target: Any) -> bool:
+    if op == "call_method":
+        return isinstance(target, str)
+    if op != "call_function":
+        return False
+    if isinstance(target, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+        return target.namespace in ("aten", "prims")
+    return getattr(target, "__module__", None) in _TORCH_MODULES
 
 
 def _tracing_limit(op: str, target: Any, e: Exception):
@@ -203,7 +294,8 @@ def _run_specialized(out, op: str, target: Any, args: tuple, kwargs: dict, error
     try:
         result = _call(out, op, target, static_args, static_kwargs)
     except Exception as e:  # noqa: BLE001 (with this call's sizes it fails too: the program's error)
-        raise ObservedException(e.with_traceback(None)) from None
+        raise ObservedException(eager_error(op, target, static_args, static_kwargs, e)
+                                .with_traceback(None)) from None
     if _mutates(op, target, kwargs):
         raise unsupported(
             "operator failed on symbolic sizes", reason,

@@ -1,5 +1,7 @@
 """Polyfills for the ``builtins`` namespace and the sequence protocol."""
 
+import collections
+
 from . import substitute_for
 
 
@@ -23,7 +25,9 @@ def sequence_index(seq, value, start=0, stop=None):
         item = seq[i]
         if item is value or item == value:
             return i
-    raise ValueError(f"{value!r} is not in list" if type(seq) is list else "tuple.index(x): x not in tuple")
+    if type(seq) in (list, collections.deque):  # list.index's and deque.index's words
+        raise ValueError(f"{value!r} is not in {type(seq).__name__}")
+    raise ValueError("tuple.index(x): x not in tuple")
 
 
 def sequence_count(seq, value):

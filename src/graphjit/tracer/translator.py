@@ -46,6 +46,7 @@ from ..variables import (
     VariableTracker,
     WithExitVariable,
 )
+from ..variables.arg_binding import python_call_error
 from ..variables.builtins import call_builtin
 from ..variables.cells import EMPTY
 from ..variables.iterators import ObjectIteratorVariable
@@ -332,7 +333,12 @@ def bind_arguments(tx, fn_var, code: types.CodeType, args: list, kwargs: dict) -
     has_varkw = bool(code.co_flags & inspect.CO_VARKEYWORDS)
 
     def fail(msg: str):
-        return observed(TypeError, f"{code.co_name}() {msg}")
+        """The program's TypeError: CPython's own words (``arg_binding``), these where the
+        parameters cannot be written as Python."""
+        exact = python_call_error(code, fn_var.get_name(), len(defaults), tuple(kwdefaults),
+                                  len(args), tuple(kwargs))
+        return ObservedException(exact) if exact is not None else \
+            observed(TypeError, f"{code.co_name}() {msg}")
 
     bound: dict = {}
     for name, value in zip(names[:npos], args):

@@ -28,8 +28,9 @@ import reprlib
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..bytecode.instruction import create_instruction
-from ..exc import ObservedException, unsupported
+from ..exc import ObservedException, Unsupported, unsupported
 from ..diagnostics.describe import describe
+from .arg_binding import check_method_call
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..sources import Source
@@ -296,6 +297,10 @@ class VariableTracker(metaclass=TrackerMeta):
 
     def call_method(self, tx, name: str, args: list, kwargs: dict) -> "VariableTracker":
         attr = self.var_getattr(tx, name)
+        if isinstance(attr, MethodVariable) and attr.obj is self and attr.name == name:
+            # (calling it would come back here: the tracker does not model this call)
+            raise unsupported("unsupported method call", f"{describe(self)}.{name}()",
+                              f"graphjit does not trace {name}() with these arguments.")
         return attr.call_function(tx, args, kwargs)
 
     def truthiness(self, tx) -> bool:
@@ -405,6 +410,15 @@ class MethodVariable(VariableTracker):
         return f"{self.obj!r}.{self.name}"
 
     def call_function(self, tx, args, kwargs) -> VariableTracker:
+        """The user's call of the method: bound to the real method's signature first (a
+        C method of a builtin type: eager's TypeError, ``arg_binding``), then modelled."""
+        if not self.obj.is_tensor():  # (a tensor's arguments: torch's parser, in the fake run)
+            try:
+                cls = self.obj.python_type()
+            except Unsupported:
+                cls = None
+            if cls is not None:
+                check_method_call(cls, self.name, args, kwargs)
         return self.obj.call_method(tx, self.name, args, kwargs)
 
     def var_getattr(self, tx, name: str) -> VariableTracker:

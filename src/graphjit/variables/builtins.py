@@ -21,11 +21,12 @@ import types
 import torch
 from typing import Any, Callable
 
-from ..exc import ObservedException, observed, unsupported
+from ..exc import ObservedException, Unsupported, observed, unsupported
 from ..guards.guard import GuardKind
 from ..polyfills import builtins as poly
 from ..polyfills import functools as poly_functools
 from . import object_protocol as proto
+from .arg_binding import check_call
 from .base import VariableTracker, call_python, check_constant_args
 from .constant import ConstantVariable
 from .dicts import DictVariable, DictViewVariable, items_of
@@ -158,7 +159,9 @@ _ON_DRAWN_VALUES = {int, float, bool, abs, round, min, max, divmod, pow, str}
 
 
 def call_builtin(tx, fn, args: list, kwargs: dict) -> VariableTracker:
-    """Call builtin ``fn``: its handler, or constant folding, or a graph break."""
+    """Call builtin ``fn``: its handler, or constant folding, or a graph break.  The
+    arguments are bound to ``fn``'s real signature first (``arg_binding``)."""
+    check_builtin_args(fn, args, kwargs)
     if fn in (range, operator.index) and not kwargs:  # ``__index__`` objects as ints
         args = [tx.as_index(a) for a in args]
     if (fn in _ON_DRAWN_VALUES or getattr(fn, "__module__", None) == "math") and not kwargs and \
@@ -194,6 +197,20 @@ def call_builtin(tx, fn, args: list, kwargs: dict) -> VariableTracker:
                       f"graphjit does not trace {_name(fn)} with these arguments.")
 
 
+def check_builtin_args(fn, args: list, kwargs: dict) -> None:
+    """Bind the user's arguments to builtin ``fn``'s real signature before a handler runs
+    (``arg_binding``: eager's TypeError, observed, when they do not bind)."""
+    check_call(fn, args, kwargs, _receiver_type(fn, args))
+
+
+def _receiver_type(fn, args: list) -> type | None:
+    """The type of ``args[0]`` where ``fn`` is an unbound C method (``list.append(p, x)``)."""
+    if not args or not isinstance(fn, (types.MethodDescriptorType, types.WrapperDescriptorType)) \
+            or args[0].is_tensor():
+        return None
+    return _python_type(args[0])
+
+
 def _name(fn) -> str:
     return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", repr(fn))
 
@@ -207,9 +224,18 @@ def _const(var: VariableTracker, what: str) -> Any:
 
 # -- attributes ----------------------------------------------------------------------------
 
+def _attr_name(var: VariableTracker) -> str:
+    """The name argument of ``getattr``/``setattr``/``hasattr``/``delattr``: a constant
+    ``str`` (eager's TypeError for anything else)."""
+    name = _const(var, "attribute name")
+    if not isinstance(name, str):
+        raise observed(TypeError, f"attribute name must be string, not '{type(name).__name__}'")
+    return name
+
+
 @register(getattr)
 def _getattr(tx, args, kwargs):
-    obj, name = args[0], _const(args[1], "attribute name")
+    obj, name = args[0], _attr_name(args[1])
     if len(args) == 3:
         try:
             return obj.var_getattr(tx, name)
@@ -222,20 +248,20 @@ def _getattr(tx, args, kwargs):
 
 @register(hasattr)
 def _hasattr(tx, args, kwargs):
-    return ConstantVariable(args[0].has_attr(tx, _const(args[1], "attribute name")))
+    return ConstantVariable(args[0].has_attr(tx, _attr_name(args[1])))
 
 
 @register(setattr)
 def _setattr(tx, args, kwargs):
     obj, name, value = args
-    obj.store_attr(tx, _const(name, "attribute name"), value)
+    obj.store_attr(tx, _attr_name(name), value)
     return ConstantVariable(None)
 
 
 @register(delattr)
 def _delattr(tx, args, kwargs):
     obj, name = args
-    obj.del_attr(tx, _const(name, "attribute name"))
+    obj.del_attr(tx, _attr_name(name))
     return ConstantVariable(None)
 
 
@@ -314,6 +340,8 @@ def _object_getattribute(tx, args, kwargs):
 @register(object.__new__)
 def _object_new(tx, args, kwargs):
     cls = _const(args[0], "class")
+    if not isinstance(cls, type):  # eager's TypeError ("X is not a type object")
+        call_python("object.__new__", object.__new__, cls)
     return new_object(tx, cls)
 
 
@@ -339,8 +367,11 @@ def _super(tx, args, kwargs):
     if not args:
         typ, obj = tx.zero_arg_super()
         return SuperVariable(typ, obj)
+    first = _const(args[0], "super() type")
+    if not isinstance(first, type):  # eager's TypeError ("argument 1 must be a type")
+        call_python("super", super, first)
     if len(args) == 2:
-        return SuperVariable(_const(args[0], "super() type"), args[1])
+        return SuperVariable(first, args[1])
     return None
 
 
@@ -355,7 +386,17 @@ def _type(tx, args, kwargs):
 def _isinstance(tx, args, kwargs):
     obj, cls = args
     classes = _const(cls, "isinstance class")
-    return ConstantVariable(call_python("isinstance", issubclass, obj.python_type(), classes))
+    try:
+        return ConstantVariable(call_python("isinstance", issubclass, obj.python_type(), classes))
+    except ObservedException as e:
+        if type(e.exc) is not TypeError:
+            raise
+        error = e  # issubclass's words; eager's, for a second argument that is no class:
+    try:
+        isinstance(None, classes)
+    except TypeError as e:
+        raise ObservedException(e.with_traceback(None)) from None
+    raise error
 
 
 @register(issubclass)
@@ -514,6 +555,8 @@ def _chain(tx, args, kwargs):
 def _reversed(tx, args, kwargs):
     if isinstance(args[0], IteratorVariable):
         raise observed(TypeError, f"'{args[0].python_type().__name__}' object is not reversible")
+    if args[0].is_python_constant():  # eager's TypeError for what is not a sequence
+        call_python("reversed", reversed, args[0].as_python_constant())
     return ListIteratorVariable(list(reversed(args[0].unpack(tx))), origin=args[0], reverse=True)
 
 
@@ -545,7 +588,18 @@ def _next(tx, args, kwargs):
                 raise stop_iteration(it.return_value)
             raise observed(StopIteration)
         return item
+    cls = _python_type(it)
+    if cls is not None and not hasattr(cls, "__next__"):
+        raise observed(TypeError, f"'{cls.__name__}' object is not an iterator")
     return None
+
+
+def _python_type(var: VariableTracker) -> type | None:
+    """``var``'s Python type, or ``None`` where the tracker does not know it."""
+    try:
+        return var.python_type()
+    except Unsupported:
+        return None
 
 
 @register(sorted)
@@ -578,6 +632,8 @@ def _partial(tx, args, kwargs):
     if not args:
         raise observed(TypeError, "type 'partial' takes at least one argument")
     func, rest = args[0], list(args[1:])
+    if func.is_python_constant() and not callable(func.as_python_constant()):
+        raise observed(TypeError, "the first argument must be callable")
     if isinstance(func, PartialVariable) and func.source is None:
         return PartialVariable(func.func, [*func.args, *rest], {**func.keywords, **kwargs})
     return PartialVariable(func, rest, dict(kwargs))

@@ -451,7 +451,7 @@ class DictVariable(VariableTracker):
     def _update(self, tx, *others, **kwargs):
         pairs: list[tuple[Any, VariableTracker]] = []
         for other in others:
-            pairs += items_of(tx, other)
+            pairs += items_of(tx, other, odict=issubclass(self.user_cls, collections.OrderedDict))
         pairs += list(kwargs.items())
         for key, value in pairs:
             self.setitem_key(tx, key, value)
@@ -567,11 +567,13 @@ def register_dict_method(name: str):
     return deco
 
 
-def items_of(tx, other: VariableTracker, mapping_only: bool = False) -> list[tuple[Any, VariableTracker]]:
+def items_of(tx, other: VariableTracker, mapping_only: bool = False,
+             odict: bool = False) -> list[tuple[Any, VariableTracker]]:
     """``(key, value)`` pairs of a mapping or an iterable of pairs (``dict.update``): as
     ``PyDict_Merge``, any object with a ``keys`` method is a mapping (``keys()`` then
     ``obj[key]``: a ``collections.abc.Mapping`` written in Python is traced).  With
-    ``mapping_only`` (``f(**m)``) anything else is eager's TypeError."""
+    ``mapping_only`` (``f(**m)``) anything else is eager's TypeError; with ``odict``, a
+    pair of another length is ``OrderedDict.update``'s ValueError (``mutablemapping_update``)."""
     if isinstance(other, DictVariable):
         return list(other.realize_items(tx).items())
     if isinstance(other, DictViewVariable) and other.kind == "items" and not mapping_only:
@@ -584,6 +586,9 @@ def items_of(tx, other: VariableTracker, mapping_only: bool = False) -> list[tup
     pairs = []
     for i, item in enumerate(tx.make_iterator(other).unpack(tx)):
         kv = item.unpack(tx)
+        if len(kv) != 2 and odict:
+            raise observed(ValueError, "too many values to unpack (expected 2)" if len(kv) > 2 else
+                           f"need more than {len(kv)} value{'s' if len(kv) != 1 else ''} to unpack")
         if len(kv) != 2:
             raise observed(ValueError, f"dictionary update sequence element #{i} has length {len(kv)}; 2 is required")
         pairs.append((key_of(kv[0], tx), kv[1]))
@@ -618,6 +623,7 @@ class DictViewVariable(VariableTracker):
     """``d.keys()``, ``d.values()`` or ``d.items()``: a live view of ``dict_var``."""
 
     _TYPES = {"keys": type({}.keys()), "values": type({}.values()), "items": type({}.items())}
+    _ODICT_TYPES = {kind: type(getattr(collections.OrderedDict(), kind)()) for kind in _TYPES}
 
     def __init__(self, dict_var: DictVariable, kind: str, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -627,6 +633,8 @@ class DictViewVariable(VariableTracker):
         return f"{self.kind} of {self.dict_var!r}"
 
     def python_type(self) -> type:
+        if issubclass(getattr(self.dict_var, "user_cls", dict), collections.OrderedDict):
+            return self._ODICT_TYPES[self.kind]  # ``odict_keys``
         return self._TYPES[self.kind]
 
     def children(self) -> list[VariableTracker]:

@@ -16,6 +16,7 @@ from typing import Any
 from ..exc import observed, unsupported
 from ..guards.guard import GuardKind
 from ..sources import AttrSource, ConstSource, GetItemSource
+from .arg_binding import check_call
 from .base import AttributeMutationNew, MethodVariable, ValueMutationNew, VariableTracker, call_python, register_builder
 from .dicts import MISSING, DictVariable, items_of
 from .sequences import TupleVariable
@@ -316,6 +317,7 @@ class PolyfilledCallableVariable(ValueCallableVariable):
         return True
 
     def call_function(self, tx, args, kwargs) -> VariableTracker:
+        check_call(self.value, args, kwargs)  # the original's signature, not the polyfill's
         if isinstance(self.polyfill, type):  # a class standing for a C type: instantiated
             return VariableTracker.build(tx, self.polyfill).call_function(tx, list(args), dict(kwargs))
         result = tx.inline_polyfill(self.polyfill, list(args), dict(kwargs))

@@ -42,7 +42,7 @@ from .base import (
     register_builder_by_id,
     register_builder_predicate,
 )
-from .builtins import BuiltinVariable, build_builtin, register
+from .builtins import BuiltinVariable, build_builtin, check_builtin_args, register
 from .constant import ConstantVariable, is_constant_value
 from .sequences import ListVariable, TupleVariable
 
@@ -68,6 +68,7 @@ class TypeMethodVariable(BuiltinVariable):
         return f"{self.fn.__objclass__.__name__}.{self.fn.__name__}"
 
     def call_function(self, tx, args, kwargs) -> VariableTracker:
+        check_builtin_args(self.fn, args, kwargs)
         owner = self.fn.__objclass__
         what = f"{owner.__name__}.{self.fn.__name__}"
         if owner in IMMUTABLE_TYPES and all(a.is_python_constant() for a in [*args, *kwargs.values()]):

@@ -714,7 +714,9 @@ _advanced.__module__ = "graphjit_runtime"
 #: an empty instance of each built-in iterable, to learn its iterator types from
 _EMPTY = {tuple: (), list: [], dict: {}, set: set(), frozenset: frozenset(), str: "", bytes: b"",
           range: range(0), type({}.keys()): {}.keys(), type({}.values()): {}.values(),
-          type({}.items()): {}.items()}
+          type({}.items()): {}.items(),
+          **{type(view): view for view in (collections.OrderedDict().keys(), collections.OrderedDict().values(),
+                                           collections.OrderedDict().items())}}
 
 
 def _iterator_type(origin: VariableTracker | None, reverse: bool) -> type:

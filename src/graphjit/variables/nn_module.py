@@ -34,6 +34,7 @@ from ..exc import RestartAnalysis, Unsupported, observed, unsupported
 from ..guards.guard import GuardKind
 from ..sources import AttrSource, ConstSource, LocalSource, module_attr_source
 from . import object_protocol as proto
+from .arg_binding import check_call
 from .base import MethodVariable, VariableTracker, in_body, register_builder
 from .constant import ConstantVariable
 from .dicts import MISSING, DictVariable
@@ -316,6 +317,7 @@ class NNModuleVariable(UserObjectVariable):
             raise unsupported(f"Module.{method}() inside functional_call", self._hint(),
                               "It would list the replaced tensors; the call runs in Python.")
         kind, named = _MEMBER_METHODS[method]
+        check_call(getattr(torch.nn.Module, method), [self, *args], kwargs)  # eager's TypeError
         cargs = [a.as_python_constant() for a in args]
         ckwargs = {k: v.as_python_constant() for k, v in kwargs.items()}
         bound = inspect.signature(getattr(torch.nn.Module, method)).bind(self.value, *cargs, **ckwargs)

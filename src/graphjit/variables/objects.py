@@ -28,6 +28,7 @@ from ..exc import Unsupported, observed, unsupported
 from ..guards.guard import GuardKind
 from ..sources import AttrSource, ConstSource
 from . import object_protocol as proto
+from .arg_binding import check_bound_call
 from .base import (
     AttributeMutationExisting,
     AttributeMutationNew,
@@ -148,9 +149,15 @@ class UserObjectVariable(InstanceAttrsMixin, VariableTracker):
 
 
 def _object_init(tx, obj, *args, **kwargs):
-    if (args or kwargs) and proto.type_attr_raw(obj.cls, "__new__") is object.__new__:
-        raise observed(TypeError, f"{obj.cls.__name__}.__init__() takes exactly one argument "
-                                  f"(the instance to initialize)")
+    """``object.__init__`` with arguments: CPython's ``object_init`` refuses them when the
+    class overrides ``__init__`` (a ``super().__init__(x)`` reaching ``object``), or when it
+    keeps both ``object.__init__`` and ``object.__new__``."""
+    if args or kwargs:
+        if proto.type_attr_raw(obj.cls, "__init__") is not object.__init__:
+            raise observed(TypeError, "object.__init__() takes exactly one argument (the instance to initialize)")
+        if proto.type_attr_raw(obj.cls, "__new__") is object.__new__:
+            raise observed(TypeError, f"{obj.cls.__name__}.__init__() takes exactly one argument "
+                                      f"(the instance to initialize)")
     return ConstantVariable(None)
 
 
@@ -458,6 +465,8 @@ class SuperBuiltinMethodVariable(VariableTracker):
         return f"{self.name} of {self.obj!r}"
 
     def call_function(self, tx, args, kwargs) -> VariableTracker:
+        if self.name != "__new__":  # (a static method: ``object.__new__`` binds its own)
+            check_bound_call(self.raw, self.obj.python_type(), args, kwargs)
         owner = getattr(self.raw, "__objclass__", None) or getattr(self.raw, "__self__", None)
         if self.name == "__new__" and owner in (tuple, set, frozenset) and args and not kwargs:
             cls = _const_class(args[0])

@@ -238,11 +238,12 @@ class ListVariable(BaseSequenceVariable):
         self.items.extend(new)
 
     def _insert(self, tx, index, item):
+        idx = _index_value(tx, index)
         self._mutate(tx, "insert")
-        self.items.insert(index.as_python_constant(), item)
+        self.items.insert(idx, item)
 
     def _pop(self, tx, index=None):
-        idx = -1 if index is None else index.as_python_constant()
+        idx = -1 if index is None else _index_value(tx, index)
         if not self.items:
             raise observed(IndexError, "pop from empty list")
         if not -len(self.items) <= idx < len(self.items):
@@ -386,13 +387,22 @@ class DequeVariable(BaseSequenceVariable):
             elif name == "clear":
                 items.clear()
             else:
-                n = args[0].as_python_constant() if args else 1
+                n = _index_value(tx, args[0]) if args else 1
                 if items:
                     n %= len(items)
                     items[:] = items[-n:] + items[:-n] if n else items
             return ConstantVariable(None)
         if name == "copy":
             return DequeVariable(list(items), self.maxlen)
+        if name == "reverse":
+            self._mutate(tx)
+            items.reverse()
+            return ConstantVariable(None)
+        if name == "remove" and len(args) == 1:  # the first equal item (polyfill's ``==``)
+            index = tx.inline_polyfill(poly.sequence_index, [self, args[0]]).as_python_constant()
+            self._mutate(tx)
+            del items[index]
+            return ConstantVariable(None)
         return super().call_method(tx, name, args, kwargs)
 
     def reconstruct(self, cg) -> None:
@@ -431,6 +441,12 @@ class SliceVariable(VariableTracker):
         for p in self.parts:
             cg.reconstruct(p)
         cg.build(slice, 3)
+
+
+def _index_value(tx, index: VariableTracker) -> int:
+    """An index argument as CPython's ``list.insert``/``list.pop`` take it
+    (``PyNumber_Index``: ``__index__`` objects, eager's TypeError for anything else)."""
+    return call_python("index", operator.index, tx.as_index(index).as_python_constant())
 
 
 def _item_sources(source, n: int) -> list:

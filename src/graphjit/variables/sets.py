@@ -142,7 +142,7 @@ class SetVariable(VariableTracker):
                 if (key_of(item, tx) in self.keys) == (name == "isdisjoint"):
                     return ConstantVariable(False)
             return ConstantVariable(True)
-        if name in _SET_OPS and len(args) >= 1:
+        if name in _SET_OPS:  # (``s.union()`` with no argument: a copy)
             return self.apply(tx, name, args)
         if name == "__reduce_ex__" and len(args) == 1:  # (copy.deepcopy of a set)
             return tx.inline_polyfill(poly_copy.object_reduce_ex, [self, args[0]])

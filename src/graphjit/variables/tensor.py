@@ -271,7 +271,10 @@ class TensorVariable(VariableTracker):
                     "the call runs in Python.")
         if name in CONSTANT_METHODS:
             consts, kconsts = check_constant_args(f"Tensor.{name}", args, kwargs)
-            value = getattr(self.example_value, name)(*consts, **kconsts)
+            try:
+                value = getattr(self.example_value, name)(*consts, **kconsts)
+            except Exception:  # noqa: BLE001 (bad arguments: the op's fake run raises eager's error)
+                return tx.output.call(tx, "call_method", name, [self, *args], kwargs)
             if has_symbolic(value):  # a size of a dynamic dimension: computed by the graph
                 if name == "__len__":
                     return tx.output.call(tx, "call_method", "size", [self, ConstantVariable(0)], {})

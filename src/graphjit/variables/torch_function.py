@@ -156,12 +156,36 @@ class TorchFunctionVariable(VariableTracker):
                 if fn is torch.is_tensor:
                     return ConstantVariable(args[0].is_tensor())
                 return args[0].call_method(tx, fn.__name__, [], {})
+        if consts and (args or kwargs) and isinstance(fn, types.FunctionType) and \
+                fn.__module__ == "torch.functional":
+            cargs = [a.as_python_constant() for a in args]
+            ckwargs = {k: v.as_python_constant() for k, v in kwargs.items()}
+            if not _holds_tensor([*cargs, *ckwargs.values()]):
+                # torch.functional's Python on plain values (``torch.split("a,b", ",")`` is
+                # ``str.split``, ``broadcast_shapes`` of sizes): folded, unless it makes a tensor
+                value = call_python(self._repr_body(), fn, *cargs, **ckwargs)
+                if not _holds_tensor([value]):
+                    return VariableTracker.build(tx, value)
         if fn is torch.tensor and args and not args[0].is_tensor() and holds_symbolic_numbers(args[0]):
             fn = torch._refs.tensor  # built from the symbolic values, none specialized (as TorchDynamo)
         return tx.output.call(tx, "call_function", fn, list(args), dict(kwargs))
 
 
 _FROM_NUMPY = (torch.from_numpy, torch.as_tensor, torch.tensor)
+
+
+def _holds_tensor(values: list) -> bool:
+    """Whether one of ``values`` is or holds a tensor (in a tuple, list or dict)."""
+    stack = list(values)
+    while stack:
+        value = stack.pop()
+        if isinstance(value, torch.Tensor):
+            return True
+        if isinstance(value, (tuple, list)):
+            stack.extend(value)
+        elif isinstance(value, dict):
+            stack.extend(value.values())
+    return False
 
 
 def _numpy_input(tx, var: VariableTracker) -> VariableTracker | None:
