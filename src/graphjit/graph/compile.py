@@ -16,6 +16,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from ..bytecode.instruction import create_instruction
 from ..exc import BackendCompilerFailed
 from ..variables import TensorVariable, VariableTracker
+from ..variables.base import LazyVariableTracker
 from ..variables.sym_node import SymNodeVariable, reload_source
 from ..variables.mode_stack import overrides_torch_function, without_torch_function
 from ..sources import AttrSource, ChainedSource, GetItemSource, LocalSource
@@ -58,6 +59,8 @@ def collect_tensors(var: VariableTracker, out: list[TensorVariable], seen: set[i
         if id(v) in seen:
             continue
         seen.add(id(v))
+        if isinstance(v, LazyVariableTracker) and not v.is_realized():
+            continue  # reloaded from its source after the graph (a type test would guard it)
         if isinstance(v, (TensorVariable, SymNodeVariable)):  # what only the graph computes
             out.append(v)
         else:
