@@ -22,6 +22,12 @@ The differences, each with what graphjit does about it:
     (``polyfills.autograd.FunctionCtx``) has it where torch has it
     (:data:`HAS_SET_OUTPUT_GRAD_DTYPE`); the real ``ctx`` is autograd's, when the graph
     runs ``apply``.
+
+``torch.switch`` (new in 2.14: ``torch._higher_order_ops.switch``)
+    An N-way ``cond``: ``switch(index, branches, operands)`` runs ``branches[index]``
+    (clamped) as one ``torch.ops.higher_order.switch`` node, which torch.compile 2.14
+    captures. :data:`SWITCH` and :data:`SWITCH_OP` are its front end and operator (``None``
+    on 2.13); ``variables/hops/control_flow.py`` models them as it models ``cond``.
 """
 
 from __future__ import annotations
@@ -81,3 +87,11 @@ def function_apply_owner(value) -> type | None:
 
 #: ``ctx.set_output_grad_dtype`` exists (2.14)
 HAS_SET_OUTPUT_GRAD_DTYPE = hasattr(torch.autograd.function.FunctionCtx, "set_output_grad_dtype")
+
+
+# -- torch.switch ------------------------------------------------------------------------
+
+try:
+    from torch._higher_order_ops.switch import switch as SWITCH, switch_op as SWITCH_OP
+except ImportError:  # torch 2.13: no switch operator
+    SWITCH = SWITCH_OP = None
