@@ -28,6 +28,12 @@ The differences, each with what graphjit does about it:
     (clamped) as one ``torch.ops.higher_order.switch`` node, which torch.compile 2.14
     captures. :data:`SWITCH` and :data:`SWITCH_OP` are its front end and operator (``None``
     on 2.13); ``variables/hops/control_flow.py`` models them as it models ``cond``.
+
+``flex_gemm`` (new in 2.14: ``torch._higher_order_ops.flex_gemm``)
+    A GEMM with a traced epilogue: the front end calls the operator
+    ``flex_gemm_hop(gemm_op, body_fn, args, kwargs, kernel_options)``, which torch.compile
+    2.14 captures as one node over the traced body. :data:`FLEX_GEMM_HOP` is that operator
+    (``None`` on 2.13); ``variables/hops/wrap.py`` models it as it models ``wrap``.
 """
 
 from __future__ import annotations
@@ -95,3 +101,11 @@ try:
     from torch._higher_order_ops.switch import switch as SWITCH, switch_op as SWITCH_OP
 except ImportError:  # torch 2.13: no switch operator
     SWITCH = SWITCH_OP = None
+
+
+# -- flex_gemm ---------------------------------------------------------------------------
+
+try:
+    from torch._higher_order_ops.flex_gemm import flex_gemm_hop as FLEX_GEMM_HOP
+except ImportError:  # torch 2.13: no flex_gemm operator
+    FLEX_GEMM_HOP = None
