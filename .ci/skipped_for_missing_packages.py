@@ -2,7 +2,8 @@
 junit report (``.ci/run``, step (b): they run again once the extras are installed).
 
 A skip counts when its reason is ``pytest.importorskip``'s ("could not import ...") or
-names what to install ("... pip install ..."), as the optional-dependency skips do.
+says what is missing or what to install ("... is not installed", "pip install ..."), as the
+optional-dependency skips do.
 
     python .ci/skipped_for_missing_packages.py build/ci/readme.xml
 """
@@ -14,7 +15,7 @@ import re
 import sys
 import xml.etree.ElementTree as ET
 
-MISSING = re.compile(r"could not import|No module named|pip install")
+MISSING = re.compile(r"could not import|No module named|is not installed|pip install")
 
 
 def test_file(case: ET.Element) -> str | None:
