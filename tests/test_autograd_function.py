@@ -829,3 +829,32 @@ def test_backward_side_effect_happens_every_backward(backend):
     assert BACKWARD_LOG == [torch.Size([3])] * 3
     assert any("backward with Python side effects" in str(r)
                for r in graphjit.stats()["break_reasons"])
+
+
+class Float64Grad(torch.autograd.Function):
+    """torch 2.14's ``ctx.set_output_grad_dtype``: backward gets its gradient in float64."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.set_output_grad_dtype(torch.float64)
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return (g * 2).to(torch.float32) if g.dtype == torch.float64 else g * 0
+
+
+@pytest.mark.skipif(not graphjit._compat.HAS_SET_OUTPUT_GRAD_DTYPE,
+                    reason="ctx.set_output_grad_dtype is new in torch 2.14")
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_set_output_grad_dtype(backend):
+    """The Function stays one node (fullgraph), and its backward sees the declared dtype."""
+    graphjit.reset()
+
+    def f(x):
+        return Float64Grad.apply(x).sum()
+
+    compiled = graphjit.compile(f, backend=backend, fullgraph=True)
+    x = _r(3)
+    assert_equal(_grad_of(f, compiled, x), _grad_of(f, f, x))
+    assert_equal(_grad_of(f, compiled, x), torch.full((3,), 2.0))

@@ -34,6 +34,7 @@ import torch
 from _breadth import case_tests
 from _semantics import Case
 from _shared import seeded_randn
+from _torch_compile_releases import on_release
 
 _r = seeded_randn(21400)
 X = _r(3)
@@ -340,15 +341,16 @@ CASES = [
 #: torch.compile recompiles for the second list where graphjit's entry serves both; it
 #: gives the partial_attributes frame up (no graph), and numpy_constant_collections too
 #: (its ``np.int64(1)`` is traced as an ndarray: "unhashable type: 'numpy.ndarray'")
-RELATION = {"list_as_dict_key": "at_most", "partial_attributes": "torch_none",
-            "numpy_constant_collections": "torch_none"}
+RELATION = {"list_as_dict_key": "at_most", "partial_attributes": on_release(v2_13="torch_none", v2_14="equal"),
+            "numpy_constant_collections": "torch_none",
+            "mappingproxy_write_raises": on_release(v2_13="equal", v2_14="torch_none")}
 #: torch.compile differs from eager: it returns the subclass instances as other objects,
 #: lets the mappingproxy write through, and raises another message for ``f(**3)``; with a
 #: Python ``__getitem__`` its guard reads ``t[0]`` through the override ("Guard failed on
 #: the same frame it was created"), with a raising ``__len__`` its guard calls ``len``
 #: (NotImplementedError out of guard building, as on e3nn's ``Irrep``)
-TORCH_WRONG = {"subclass_escapes", "mappingproxy_write_raises", "star_star_not_a_mapping",
-               "tuple_subclass_python_getitem", "tuple_subclass_raising_len"}
+TORCH_WRONG = {"subclass_escapes", "star_star_not_a_mapping", "tuple_subclass_python_getitem",
+               "tuple_subclass_raising_len"} | on_release(v2_13={"mappingproxy_write_raises"}, v2_14=set())
 
 
 test_eager_backend, test_aot_eager_backend, test_graph_count_against_torch_compile = \

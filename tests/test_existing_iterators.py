@@ -27,6 +27,7 @@ from torch._dynamo.testing import CompileCounter as DynamoCounter
 
 import graphjit
 from _shared import seeded_randn
+from _torch_compile_releases import on_release
 from graphjit.testing import CompileCounter, assert_equal
 
 _r = seeded_randn(21900)
@@ -149,6 +150,10 @@ def test_iterator_made_before_the_frame(fn, kind, backend):
         return
     assert graphs == (2 if fn is next_then_rest else 1), graphs
     theirs, dgraphs = _dynamo(fn, ITERATORS[kind])
+    if kind in on_release(v2_13=(), v2_14=("generator",)):  # torch.compile leaves it unconsumed
+        with pytest.raises(AssertionError):
+            assert_equal(theirs, eager)
+        return
     assert_equal(theirs, eager)
     if fn is next_then_rest:  # torch.compile breaks at next() and again at list()
         assert graphs <= dgraphs, (graphs, dgraphs)

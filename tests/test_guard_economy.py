@@ -156,3 +156,20 @@ def test_merged_absent_key_checks_follow_every_change(backend):
     assert torch.equal(compiled(quiet, x), _opts_branch(quiet, x))
     assert torch.equal(compiled(quiet, x), x + 1)
     assert graphs_traced(cnt) == 3  # one entry for the subclass, whose guard holds again
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_value_only_returned_is_not_guarded(backend):
+    """A number passed through (returned, never used by the trace) is reloaded after the
+    graph: a new value neither recompiles nor specializes (torch.compile guards nothing
+    there either)."""
+
+    def fn(x, r, label):
+        return x * 2, r, label
+
+    compiled, cnt = _compiled(fn, backend)
+    x = _r(3)
+    for r, label in ((0.5, "a"), (0.7, "b"), (3, None)):
+        out = compiled(x, r, label)
+        assert torch.equal(out[0], x * 2) and out[1:] == (r, label)
+    assert graphs_traced(cnt) == 1 and graphjit.stats()["recompiles"] == 0

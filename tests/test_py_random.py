@@ -515,7 +515,7 @@ CASES = [
     Case(shuffle_list, [(X, Y)], graphs=2, breaks=2),  # one break per shuffle
     Case(choice_of_tensors, [(X, Y)], graphs=2, breaks=1),
     Case(drawn_size, [(X, random.Random(5))], graphs=2, breaks=1),
-    Case(full_like_of_draw, [(X,)], graphs=2, breaks=1),
+    Case(full_like_of_draw, [(X,)], graphs=1, breaks=1),
 ]
 
 

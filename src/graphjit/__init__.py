@@ -6,6 +6,7 @@ import sys as _sys
 if _sys.version_info[:2] != (3, 11):  # one Python version, asserted once (STYLE.md 13)
     raise ImportError(f"graphjit supports CPython 3.11 only, not {_sys.version.split()[0]}")
 
+from . import _compat  # noqa: E402,F401  (first: a torch outside the supported range is refused here)
 from . import config  # noqa: E402
 from . import variables as _variables  # noqa: E402,F401  (installs VariableTracker.build)
 from . import distributed as _distributed  # noqa: E402,F401  (collectives, DDP, FSDP2: trackers and rules)

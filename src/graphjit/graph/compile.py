@@ -16,6 +16,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from ..bytecode.instruction import create_instruction
 from ..exc import BackendCompilerFailed
 from ..variables import TensorVariable, VariableTracker
+from ..variables.base import LazyVariableTracker
 from ..variables.sym_node import SymNodeVariable, reload_source
 from ..variables.mode_stack import overrides_torch_function, without_torch_function
 from ..sources import AttrSource, ChainedSource, GetItemSource, LocalSource
@@ -48,6 +49,10 @@ class CompiledGraph:
         return f"<compiled graph {self.name}>"
 
 
+#: values that hold no tensor: left lazy when only passed through
+_SCALARS = frozenset({int, float, bool, complex, str, bytes, type(None)})
+
+
 def collect_tensors(var: VariableTracker, out: list[TensorVariable], seen: set[int] | None = None) -> None:
     """Tensor trackers reachable from ``var`` (through containers, objects, bound methods;
     trackers may form cycles, each is visited once)."""
@@ -58,6 +63,8 @@ def collect_tensors(var: VariableTracker, out: list[TensorVariable], seen: set[i
         if id(v) in seen:
             continue
         seen.add(id(v))
+        if isinstance(v, LazyVariableTracker) and not v.is_realized() and type(v.peek_value()) in _SCALARS:
+            continue  # a number or string only passed through: reloaded from its source, not guarded
         if isinstance(v, (TensorVariable, SymNodeVariable)):  # what only the graph computes
             out.append(v)
         else:

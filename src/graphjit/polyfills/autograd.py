@@ -3,6 +3,8 @@
 no-ops that keep what they are given (a traced forward must be able to call them; the real
 ``ctx`` is the one autograd makes when the graph runs ``apply``)."""
 
+from .. import _compat
+
 
 class FunctionCtx:
     """Stands for the ``ctx`` of ``forward(ctx, *args)``."""
@@ -26,3 +28,9 @@ class FunctionCtx:
 
     def set_materialize_grads(self, value):
         self.materialize_grads = value
+
+    if _compat.HAS_SET_OUTPUT_GRAD_DTYPE:  # torch 2.14
+        def set_output_grad_dtype(self, *dtypes):
+            if getattr(self, "output_grad_dtypes", None) is not None:
+                raise RuntimeError("set_output_grad_dtype can only be called once")
+            self.output_grad_dtypes = dtypes

@@ -428,6 +428,9 @@ class SuperVariable(VariableTracker):
         if isinstance(raw, classmethod):
             owner = self.obj if is_class else VariableTracker.build(tx, start)
             return UserMethodVariable(VariableTracker.build(tx, raw.__func__, AttrSource(src, "__func__")), owner)
+        if isinstance(raw, types.ClassMethodDescriptorType):  # a C class method (``Function.apply``)
+            owner = self.obj if is_class else VariableTracker.build(tx, start)
+            return UserMethodVariable(VariableTracker.build(tx, raw, src), owner)
         if isinstance(raw, property):
             return proto.call_descriptor_method(tx, raw.fget, AttrSource(src, "fget"), [self.obj])
         if isinstance(raw, proto._BUILTIN_DESCRIPTORS):

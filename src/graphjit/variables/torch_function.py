@@ -11,13 +11,15 @@ from typing import Any
 
 import torch
 
+from .. import _compat
 from ..exc import Unsupported, unsupported
 from ..guards.guard import GlobalQuery, GuardKind
 from ..polyfills.autograd import FunctionCtx
 from ..trace_rules import is_compiling as _graphjit_is_compiling
-from ..sources import FromNumpySource
-from .base import VariableTracker, call_python, register_builder_by_id
+from ..sources import AttrSource, FromNumpySource
+from .base import VariableTracker, call_python, register_builder_by_id, register_builder_predicate
 from .constant import ConstantVariable
+from .functions import UserMethodVariable
 from .grad_mode import GradModeVariable, InferenceModeVariable, set_grad_mode
 from .numpy_values import constant_tensor
 from .sequences import TupleVariable
@@ -356,8 +358,25 @@ _apply_of.__module__ = "graphjit_runtime"
 _apply_of.__graphjit_factory__ = True
 
 
-@register_builder_by_id(torch.autograd.Function.apply.__func__)
+@register_builder_by_id(_compat.FUNCTION_APPLY)
 def _build_function_apply(tx, value, source):
     if source is not None:
         tx.output.add_guard(source, GuardKind.ID_MATCH, value)
     return AutogradFunctionApplyVariable(source=source)
+
+
+def _is_bound_c_apply(value) -> bool:
+    return type(value) is types.BuiltinMethodType and _compat.function_apply_owner(value) is not None
+
+
+@register_builder_predicate(_is_bound_c_apply)
+def _build_bound_function_apply(tx, value, source):
+    """``MyFn.apply`` where ``Function.apply`` is a C class method (torch 2.14, see
+    ``graphjit._compat``): a new object on every read, so the class it is bound to and its
+    name decide (both guarded), not its identity."""
+    owner = value.__self__
+    if source is None:
+        return UserMethodVariable(AutogradFunctionApplyVariable(), VariableTracker.build(tx, owner))
+    tx.output.add_guard(AttrSource(source, "__name__"), GuardKind.CONSTANT_MATCH, value.__name__)
+    cls_var = VariableTracker.build(tx, owner, AttrSource(source, "__self__"), realize=True)
+    return UserMethodVariable(AutogradFunctionApplyVariable(), cls_var, source=source)

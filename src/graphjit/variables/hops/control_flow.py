@@ -1,5 +1,5 @@
-"""Structured control flow: ``torch.cond``, ``while_loop``, ``map``, ``scan``,
-(``torch._higher_order_ops``) as one graph node each; ``associative_scan``'s generic
+"""Structured control flow: ``torch.cond``, ``switch`` (torch 2.14), ``while_loop``, ``map``,
+``scan`` (``torch._higher_order_ops``) as one graph node each; ``associative_scan``'s generic
 mode (a Python algorithm over a ``vmap``'d combine function) is traced as it is written.
 
 Each front end (the function users call) is modelled here, with its own checks and
@@ -17,8 +17,8 @@ Contract:
   body any number of times); such a body, one that breaks, or operands the front end
   rejects, make the *call* a graph break: it runs in Python, where eager's own front end
   runs or raises (under ``fullgraph=True`` it is an error naming the call).
-* The branches of ``cond`` (a loop's condition and body) take the same operands: the
-  union of what they lift, after the explicit ones (``body.set_inputs``).
+* The branches of ``cond`` and ``switch`` (a loop's condition and body) take the same
+  operands: the union of what they lift, after the explicit ones (``body.set_inputs``).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from torch._higher_order_ops.map import map_impl
 from torch._higher_order_ops.scan import scan, scan_op
 from torch._higher_order_ops.while_loop import while_loop, while_loop_op
 
+from ... import _compat
 from ...exc import ObservedException, Unsupported, unsupported
 from ...guards.guard import GuardKind
 from ..base import VariableTracker, register_builder_by_id
@@ -113,12 +114,7 @@ class ControlFlowVariable(VariableTracker):
     def _call_cond(self, tx, args, kwargs) -> VariableTracker:
         bound = _bind(cond, args, kwargs)
         pred, true_fn, false_fn = bound["pred"], bound["true_fn"], bound["false_fn"]
-        operands = bound.get("operands", TupleVariable([]))
-        if not isinstance(operands, (TupleVariable, ListVariable)) and operands.is_python_constant() and \
-                type(operands.as_python_constant()) in (tuple, list):  # ``()``: a constant
-            operands = TupleVariable([VariableTracker.build(tx, v) for v in operands.as_python_constant()])
-        if not isinstance(operands, (TupleVariable, ListVariable)):
-            raise unsupported("torch.cond operands that are not a tuple or list", operands.python_type().__name__)
+        operands = _operand_sequence(tx, bound.get("operands", TupleVariable([])), "torch.cond")
         pred = pred.realize()
         if pred.is_python_constant():  # the front end picks the branch (as in eager)
             fn = true_fn if pred.as_python_constant() else false_fn
@@ -146,6 +142,55 @@ class ControlFlowVariable(VariableTracker):
                      self._nodes(leaves) + tuple(lifted))
         result = self._emit(tx, cond_op, node_args)
         return tree_unflatten(true_body.out_spec, _items(result))
+
+    # -- switch ---------------------------------------------------------------------------
+    def _call_switch(self, tx, args, kwargs, clamp: bool = True) -> VariableTracker:
+        """``switch(index, branches, operands)``: ``branches[index](*operands)``, the index
+        clamped into range by the front end (``clamp``; the operator takes it as it is)."""
+        bound = _bind(_compat.SWITCH, args, kwargs)
+        index, branches = bound["index"].realize(), bound["branches"]
+        operands = _operand_sequence(tx, bound.get("operands", TupleVariable([])), "torch.switch")
+        if not isinstance(branches, (TupleVariable, ListVariable)) or not branches.unpack(tx):
+            raise unsupported("torch.switch branches that are not a non-empty tuple or list",
+                              branches.python_type().__name__, "Eager raises for them; the call runs in Python.")
+        fns = branches.unpack(tx)
+        leaves, spec = _tensor_leaves(tx, operands, "torch.switch operands")
+        last = len(fns) - 1
+        if index.is_python_constant() and type(index.as_python_constant()) is int:  # picked now, as in eager
+            i = index.as_python_constant()
+            return fns[max(0, min(i, last)) if clamp else i].call_function(tx, list(operands.unpack(tx)), {})
+        if isinstance(index, TensorVariable):
+            if index.example_value.numel() != 1:
+                raise unsupported("torch.switch index with more than one element", "",
+                                  "Eager raises for it; the call runs in Python.")
+        elif not isinstance(index, SymNodeVariable):
+            raise unsupported("torch.switch index", index.python_type().__name__,
+                              "It must be an int, a SymInt or a one-element tensor.")
+        if len(fns) == 1:  # the front end calls the only branch
+            return fns[0].call_function(tx, list(operands.unpack(tx)), {})
+        if clamp:
+            lo, hi = ConstantVariable(0), ConstantVariable(last)
+            if isinstance(index, TensorVariable):
+                index = VariableTracker.build(tx, torch.clamp).call_function(tx, [index, lo, hi], {})
+            else:
+                index = VariableTracker.build(tx, torch.sym_max).call_function(
+                    tx, [lo, VariableTracker.build(tx, torch.sym_min).call_function(tx, [index, hi], {})], {})
+        spec = _positional(Spec("tuple", tuple, (), spec.children))
+        bodies = [trace_body(tx, f"switch_branch{i}", fn, [input_for(leaf, tx=tx) for leaf in leaves], spec,
+                             pure=True)
+                  for i, fn in enumerate(fns)]
+        for i, body in enumerate(bodies[1:], 1):
+            if body.out_spec != bodies[0].out_spec:
+                raise unsupported("torch.switch branches returning different structures",
+                                  f"branch 0: {bodies[0].out_spec!r}, branch {i}: {body.out_spec!r}",
+                                  "Every branch must return the same nesting of tensors.")
+        _require_tensors(bodies, "torch.switch branch")
+        lifted = _merge(bodies, leaves)
+        out = tx.output
+        node_args = (index.node, tuple(out.install_body(body.gm) for body in bodies),
+                     self._nodes(leaves) + tuple(lifted))
+        result = self._emit(tx, _compat.SWITCH_OP, node_args)
+        return tree_unflatten(bodies[0].out_spec, _items(result))
 
     # -- while_loop -----------------------------------------------------------------------
     def _call_while_loop(self, tx, args, kwargs) -> VariableTracker:
@@ -286,6 +331,19 @@ class ControlFlowVariable(VariableTracker):
     def _call_cond_op(self, tx, args, kwargs) -> VariableTracker:
         return self._call_cond(tx, args, kwargs)
 
+    def _call_switch_op(self, tx, args, kwargs) -> VariableTracker:
+        return self._call_switch(tx, args, kwargs, clamp=False)
+
+
+def _operand_sequence(tx, operands: VariableTracker, what: str) -> VariableTracker:
+    """The operands of ``cond``/``switch`` as a tuple or list tracker (``()`` may be a constant)."""
+    if not isinstance(operands, (TupleVariable, ListVariable)) and operands.is_python_constant() and \
+            type(operands.as_python_constant()) in (tuple, list):  # ``()``: a constant
+        operands = TupleVariable([VariableTracker.build(tx, v) for v in operands.as_python_constant()])
+    if not isinstance(operands, (TupleVariable, ListVariable)):
+        raise unsupported(f"{what} operands that are not a tuple or list", operands.python_type().__name__)
+    return operands
+
 
 def _map_impl_signature(f, xs, pos_args):
     """The signature of ``map_impl`` (the operator object takes ``*args``)."""
@@ -333,6 +391,8 @@ def _merge(bodies: list[TracedBody], explicit: list = ()) -> list:
 
 _FRONT_ENDS = {cond: "cond", cond_op: "cond_op", while_loop: "while_loop", hop_map: "map", map_impl: "map_impl",
                scan: "scan", associative_scan: "associative_scan"}
+if _compat.SWITCH is not None:  # torch 2.14
+    _FRONT_ENDS.update({_compat.SWITCH: "switch", _compat.SWITCH_OP: "switch_op"})
 
 
 @register_builder_by_id(*_FRONT_ENDS)
