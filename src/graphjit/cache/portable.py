@@ -623,6 +623,8 @@ def _tensor_reduce(t: torch.Tensor) -> tuple:
 
 
 def _what(value: Any) -> str:
+    if isinstance(value, type):
+        return f"class {value.__module__}.{value.__qualname__}"
     kind = type(value)
     return kind.__qualname__ if kind.__module__ == "builtins" else qualified_name(kind)
 
