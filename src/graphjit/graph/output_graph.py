@@ -138,6 +138,10 @@ class OutputGraph:
         #: the recorder of the repeated block whose first body is being traced: told of
         #: every read and write of the objects the block was given (hops/block_effects.py)
         self.block_watch = None
+        #: attribute reads through a class's Python ``__getattribute__`` on objects that
+        #: existed before the call (``variables/object_protocol.py``): (object id, name) ->
+        #: (object tracker, function, state stamp, result or AttributeError)
+        self.getattribute_memo: dict = {}
         #: mutations logged by anything but a repeated block's replayed effects: how many
         #: times some were seen, and the log's mark after the last replay
         self.block_epoch = 0
