@@ -146,6 +146,8 @@ class OutputGraph:
         #: times some were seen, and the log's mark after the last replay
         self.block_epoch = 0
         self.block_mark: tuple | None = None
+        #: objects that existed before the call which replayed block effects wrote, by id
+        self.block_written: dict = {}
         #: inside an activation-checkpointed call (its ops are tagged in this graph)
         self.checkpointing = 0
         #: which sizes and numbers are symbolic (``None``: all static)

@@ -391,12 +391,12 @@ class BlockEffects:
             obj = var.obj
             if type(obj) in (UserObjectVariable, NNModuleVariable) and obj.source is not None:
                 path = path_to(obj.source, self.root)
-                return None if path is None else (path, "dict")
+                return None if path is None else (tuple(path), "dict")
             return None
         if type(var) in (ListVariable, DictVariable, UserObjectVariable, NNModuleVariable) and \
                 var.source is not None and not is_new(var):
             path = path_to(var.source, self.root)
-            return None if path is None else (path, "self")
+            return None if path is None else (tuple(path), "self")
         return None
 
     def check_write(self, var: VariableTracker | None) -> None:

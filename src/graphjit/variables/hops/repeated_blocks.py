@@ -303,13 +303,20 @@ def call_block(tx, module_var, forward, args: list, kwargs: dict) -> VariableTra
 
 
 def _note_written(out, written: list) -> None:
-    """Records whose guards read, through another path, an object a replayed block effect
-    wrote are stale (their first body read it as it was)."""
+    """Remember the objects that existed before the call a replayed block effect wrote
+    (``OutputGraph.block_written``: a later block that reads one of them through its module
+    is traced, see :func:`_map_to`); records whose guards read one of them through another
+    path are stale (their first body read it as it was)."""
     sources = set()
     for var in written:
         obj = getattr(var, "obj", None)
         for tracker in (var, obj):
-            if tracker is not None and tracker.source is not None:
+            if tracker is None:
+                continue
+            real = out.side_effects.existing_value(tracker)
+            if real is not None:
+                out.block_written[id(real[0])] = real[0]
+            if tracker.source is not None:
                 sources.add(tracker.source)
     if not sources:
         return
@@ -454,6 +461,9 @@ def _map_to(tx, record: BlockRecord, module_var, view) -> list | None:
         if rebased is None:
             return None
         new_guards.append(rebased)
+    if out.block_written and (id(module) in out.block_written or any(
+            id(v) in out.block_written for v in values.values() if v is not _MISSING)):
+        return None  # (it reads an object an earlier block's replayed effects changed: as it is now)
     if record.arg_guards and not _rebase_arg_guards(out, record, view, new_guards):
         return None
     for (path, _), value in zip(record.effects.params, view.params, strict=True):
