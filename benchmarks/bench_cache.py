@@ -549,6 +549,7 @@ def main() -> None:
     p.add_argument("--write-rounds", type=int, default=5, help="write section: processes per setting")
     p.add_argument("--depth-models", default="gpt2,llama", help="depth_process section: gpt2,llama")
     p.add_argument("--process-runs", type=int, default=3, help="depth_process section: processes per cell")
+    p.add_argument("--process-systems", default="graphjit,torch.compile", help="depth_process section")
     p.add_argument("--json")
     p.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     p.add_argument("--depth-child", nargs=4, help=argparse.SUPPRESS)
@@ -579,7 +580,7 @@ def main() -> None:
         depths = tuple(int(d) for d in a.depths.split(","))
         out["depth_process"] = section_depth_process(
             tuple(a.depth_models.split(",")), depths if a.depths != "2,6,12,24" else (2, 24), a.process_runs,
-            tuple(a.depth_systems.split(",")) if a.depth_systems != "graphjit" else ("graphjit", "torch.compile"))
+            tuple(a.process_systems.split(",")))
     if "depth_cpu" in sections:
         depths = tuple(int(d) for d in a.depths.split(","))
         out["depth_cpu"] = section_depth_cpu(depths if a.depths != "2,6,12,24" else (2, 24), a.depth_runs,

@@ -23,6 +23,9 @@ import torch.fx
 from ...exc import ObservedException, Unsupported, unsupported
 from ..base import VariableTracker
 from ..constant import ConstantVariable
+from ..dicts import DictVariable
+from ..sequences import ListVariable, TupleVariable
+from ...diagnostics.describe import describe
 from ..sym_node import SymNodeVariable, is_symbolic
 from ..tensor import TensorVariable
 from .pytree import Spec, tree_flatten, tree_unflatten
@@ -95,7 +98,7 @@ def input_for(leaf: VariableTracker, drop_dim: int | None = None, requires_grad:
 def trace_body(tx, kind: str, fn: VariableTracker, args: list[BodyInput | VariableTracker],
                args_spec: Spec, *, with_kwargs: bool = False,
                pure: bool = False, single: bool = False, side_effects: bool = False,
-               effects=None) -> TracedBody:
+               effects=None, same_containers: bool = False) -> TracedBody:
     """Trace ``fn(*tree_unflatten(args_spec, args))`` as a body named after ``kind``
     (``args_spec`` is a tuple spec of the positional arguments; ``with_kwargs``: of the
     pair ``(args, kwargs)``).  With ``pure``
@@ -105,7 +108,10 @@ def trace_body(tx, kind: str, fn: VariableTracker, args: list[BodyInput | Variab
     runs exactly once per call: torch.func transforms) it may mutate outer objects, as
     long as no value it computes is stored in them.  With ``effects`` (a repeated block's
     recorder, ``hops/block_effects.py``) it may mutate the objects the recorder follows,
-    and the values it stores in them become extra outputs."""
+    and the values it stores in them become extra outputs.  With ``same_containers`` the
+    function would get the caller's own lists and dicts (a plain call, as
+    ``nested_compile_region``'s in eager): the body gets rebuilt ones, so one it mutates is
+    refused (the call runs in Python, where the caller sees the mutation)."""
     out = tx.output
     steps = len(out.prologue.steps)
     on_write = effects.check_write if effects is not None else None
@@ -116,11 +122,16 @@ def trace_body(tx, kind: str, fn: VariableTracker, args: list[BodyInput | Variab
             leaves = [_placeholder(scope, a) if isinstance(a, BodyInput) else a for a in args]
             n_explicit = len(scope.inputs)
             call_args = tree_unflatten(args_spec, leaves)
+            containers = _containers(call_args, with_kwargs) if same_containers else ()
             if with_kwargs:
                 pos, kw = call_args.items
                 result = fn.call_function(tx, list(pos.items), dict(kw.realize_items(tx)))
             else:
                 result = fn.call_function(tx, list(call_args.items), {})
+            for var, before in containers:
+                if _contents(var) != before:
+                    raise unsupported(f"{kind} mutating a list or dict it was given", describe(var),
+                                      "It would change the caller's own object; the call runs in Python.")
             if len(out.prologue.steps) != steps:
                 raise unsupported("random draw in a higher-order operator's body", kind,
                                   "Python's random module is drawn from once per call of the frame; "
@@ -142,6 +153,34 @@ def trace_body(tx, kind: str, fn: VariableTracker, args: list[BodyInput | Variab
     if scope.writes and effects is None:
         _check_no_escape(scope, kind)
     return TracedBody(gm, list(scope.lifted), out_spec, out_leaves, n_explicit, n_extra)
+
+
+def _containers(call_args: VariableTracker, with_kwargs: bool) -> list:
+    """The lists and dicts rebuilt for a body's arguments, with their contents."""
+    found: list = []
+
+    def visit(var):
+        if isinstance(var, (ListVariable, DictVariable)):
+            found.append((var, _contents(var)))
+        if isinstance(var, (ListVariable, TupleVariable)):
+            children = var.raw_items()
+        elif isinstance(var, DictVariable):
+            children = list(var._items.values())
+        else:
+            children = []
+        for child in children:
+            visit(child)
+
+    pos, kw = call_args.items if with_kwargs else (call_args, None)
+    for arg in [*pos.raw_items(), *(kw._items.values() if kw is not None else ())]:
+        visit(arg)
+    return found
+
+
+def _contents(var) -> tuple:
+    if isinstance(var, ListVariable):
+        return tuple(map(id, var.raw_items()))
+    return tuple((k, id(v)) for k, v in var._items.items())
 
 
 def _check_no_escape(scope, kind: str) -> None:
