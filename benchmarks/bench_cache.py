@@ -35,7 +35,8 @@ Sections (each a markdown table on stdout; progress on stderr):
     (3), interleaved, median.  A process builds the model, runs eager once (the reference,
     not timed), collects garbage (what the imports and the model left: a full collection
     would otherwise fall in whichever first call allocates enough to trigger it, about
-    0.3 s), then times the compiled first call: wall time and the process's CPU time
+    0.3 s; ``--no-collect`` leaves it there), then times the compiled first call: wall
+    time and the process's CPU time
     (every thread: the cache writer's too), and checks the logits and the returned
     cache's per-layer keys and values against eager's.
 ``depth_cpu`` the depth target's measurement (not in the default sections): the main
@@ -335,7 +336,7 @@ def llama_layers(n: int, use_cache: bool = True):
 DEPTH_MODELS = {"gpt2": gpt2_layers, "llama": llama_layers}
 
 
-def depth_child(system: str, model: str, depth: int, use_cache: bool) -> None:
+def depth_child(system: str, model: str, depth: int, use_cache: bool, collect: bool = True) -> None:
     """Run in a new process: one cold first call, printed as a JSON line."""
     harness.silence_torch_compile()
     torch.set_num_threads(1)
@@ -347,7 +348,8 @@ def depth_child(system: str, model: str, depth: int, use_cache: bool) -> None:
             compiled = graphjit.compile(m, backend="eager")
         else:
             compiled = torch.compile(m, backend="eager")
-        gc.collect()  # (the imports' and the model's garbage: not the compiler's to collect)
+        if collect:
+            gc.collect()  # (the imports' and the model's garbage: not the compiler's to collect)
         w0, c0 = time.perf_counter(), time.process_time()
         got = compiled(**kw)
         if system == "graphjit":
@@ -360,13 +362,14 @@ def depth_child(system: str, model: str, depth: int, use_cache: bool) -> None:
     print("RESULT " + json.dumps(out), flush=True)
 
 
-def _run_depth_child(system: str, model: str, depth: int, use_cache: bool) -> dict:
+def _run_depth_child(system: str, model: str, depth: int, use_cache: bool, collect: bool = True) -> dict:
     with tempfile.TemporaryDirectory() as d:
         env = {**os.environ, "GRAPHJIT_CACHE_DIR": os.path.join(d, "graphjit"),
                "TORCHINDUCTOR_CACHE_DIR": os.path.join(d, "inductor"),
                "PYTHONPATH": os.pathsep.join([str(HERE.parent / "src"), os.environ.get("PYTHONPATH", "")])}
         proc = subprocess.run([sys.executable, __file__, "--depth-child", system, model, str(depth),
-                               str(int(use_cache))], env=env, capture_output=True, text=True, timeout=900)
+                               str(int(use_cache)), str(int(collect))], env=env, capture_output=True, text=True,
+                              timeout=900)
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
     if line is None:
         return {"error": proc.stderr[-300:]}
@@ -374,11 +377,12 @@ def _run_depth_child(system: str, model: str, depth: int, use_cache: bool) -> di
 
 
 def section_depth_process(models=("gpt2", "llama"), depths=(2, 24), runs: int = 3,
-                          systems=("graphjit", "torch.compile")) -> list[dict]:
+                          systems=("graphjit", "torch.compile"), collect: bool = True) -> list[dict]:
     """Cold first call vs depth, one fresh process per run (see the module docstring)."""
     rows = []
     print(f"\n## Cold first call vs depth, a fresh process per run (median of {runs}; backend eager; "
-          "graphjit with the persistent cache on and empty, its write included; seconds)\n")
+          "graphjit with the persistent cache on and empty, its write included; "
+          f"{'garbage collected before the call' if collect else 'no collection before the call'}; seconds)\n")
     print("| model | use_cache | system | " + " | ".join(f"{n} layers wall / CPU" for n in depths)
           + f" | {depths[-1]}/{depths[0]} wall | {depths[-1]}/{depths[0]} CPU | == eager |")
     print("|---|---|---|" + "---|" * (len(depths) + 3))
@@ -389,7 +393,7 @@ def section_depth_process(models=("gpt2", "llama"), depths=(2, 24), runs: int = 
                 for n in depths:
                     for system in systems:
                         log(f"depth_process: {model} use_cache={use_cache} {system} {n} layers, run {r + 1}")
-                        results[(system, n)].append(_run_depth_child(system, model, n, use_cache))
+                        results[(system, n)].append(_run_depth_child(system, model, n, use_cache, collect))
             for system in systems:
                 runs_of = {n: [x for x in results[(system, n)] if "error" not in x] for n in depths}
                 if any(not v for v in runs_of.values()):
@@ -552,14 +556,16 @@ def main() -> None:
     p.add_argument("--process-systems", default="graphjit,torch.compile", help="depth_process section")
     p.add_argument("--json")
     p.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
-    p.add_argument("--depth-child", nargs=4, help=argparse.SUPPRESS)
+    p.add_argument("--no-collect", action="store_true",
+                   help="depth_process section: no gc.collect() before the timed call")
+    p.add_argument("--depth-child", nargs=5, help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.child:
         child(*a.child)
         return
     if a.depth_child:
-        system, model, depth, use_cache = a.depth_child
-        depth_child(system, model, int(depth), use_cache == "1")
+        system, model, depth, use_cache, collect = a.depth_child
+        depth_child(system, model, int(depth), use_cache == "1", collect == "1")
         return
     harness.silence_torch_compile()
     torch.set_num_threads(1)
@@ -580,7 +586,7 @@ def main() -> None:
         depths = tuple(int(d) for d in a.depths.split(","))
         out["depth_process"] = section_depth_process(
             tuple(a.depth_models.split(",")), depths if a.depths != "2,6,12,24" else (2, 24), a.process_runs,
-            tuple(a.process_systems.split(",")))
+            tuple(a.process_systems.split(",")), not a.no_collect)
     if "depth_cpu" in sections:
         depths = tuple(int(d) for d in a.depths.split(","))
         out["depth_cpu"] = section_depth_cpu(depths if a.depths != "2,6,12,24" else (2, 24), a.depth_runs,
