@@ -192,3 +192,26 @@ def test_encoder_decoder_with_its_cache(name):
         for stack in (encoder, decoder):
             rest = stack[1:] if first_differs else stack
             assert len(set(rest)) == 1, calls
+
+
+@pytest.mark.parametrize("change", ["layer", "layer_idx"])
+def test_gpt2_the_world_changes_between_decode_steps(change):
+    """After a decode step, one layer of the next step's cache is a fresh one (its
+    ``is_initialized`` False), or a block's ``layer_idx`` points at another layer: the
+    compiled call follows eager (traced again; the blocks that differ on their own)."""
+    model = _gpt2()
+    ids, step = torch.randint(0, 100, (1, 8)), torch.randint(0, 100, (1, 1))
+    compiled = graphjit.compile(_decode(model), backend="eager")
+    with torch.no_grad():
+        cache = model(input_ids=ids, use_cache=True).past_key_values
+        for i in range(2):
+            e_cache, c_cache = copy.deepcopy(cache), copy.deepcopy(cache)
+            if i == 1 and change == "layer":
+                e_cache.layers[1] = transformers.cache_utils.DynamicLayer()
+                c_cache.layers[1] = transformers.cache_utils.DynamicLayer()
+            if i == 1 and change == "layer_idx":
+                model.transformer.h[2].attn.layer_idx = 1  # (eager then writes layer 1 twice)
+            e = model(input_ids=step, past_key_values=e_cache, use_cache=True)
+            c = compiled(step, c_cache)
+            torch.testing.assert_close(c.logits, e.logits)
+            _same_cache(c_cache, e_cache)

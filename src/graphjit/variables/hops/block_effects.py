@@ -149,7 +149,7 @@ def summary_of(var: VariableTracker, aliases: _Aliases, scope_id: int | None, fr
         if var.node.graph is not frame_graph:
             return _OWN, False
         return ("sym", str(var.sym)), False
-    if type(var) in (ListVariable, DictVariable):  # (a list subclass... not followed)
+    if type(var) is DictVariable:  # (a defaultdict, a Counter: not followed)
         raise _NotFollowed(describe(var))
     if var.is_python_constant():
         value = var.as_python_constant()
@@ -302,7 +302,10 @@ class BlockEffects:
             if not other.is_python_constant() or type(other.as_python_constant()) not in _SIMPLE_KEYS:
                 return None
             value, o = var.peek_value(), other.as_python_constant()
-            outcome = bool(op(value, o) if on_left else op(o, value))
+            try:
+                outcome = bool(op(value, o) if on_left else op(o, value))
+            except Exception:  # noqa: BLE001  (eager's error: raised where any comparison raises it)
+                return None
             self.predicates.append((self._param(var, path), op, o, on_left, outcome))
             return outcome
         return None
