@@ -22,6 +22,7 @@ transformers = pytest.importorskip("transformers")
 import torch  # noqa: E402
 
 import graphjit  # noqa: E402
+from _shared import graphs_traced  # noqa: E402
 from _vs_dynamo import dynamo_counts  # noqa: E402
 from graphjit.testing import CompileCounter  # noqa: E402
 
@@ -196,22 +197,28 @@ def test_encoder_decoder_with_its_cache(name):
 
 @pytest.mark.parametrize("change", ["layer", "layer_idx"])
 def test_gpt2_the_world_changes_between_decode_steps(change):
-    """After a decode step, one layer of the next step's cache is a fresh one (its
-    ``is_initialized`` False), or a block's ``layer_idx`` points at another layer: the
-    compiled call follows eager (traced again; the blocks that differ on their own)."""
+    """Between two decode steps, one layer of the cache becomes another object (a new
+    ``DynamicLayer`` holding the same keys and values), or two blocks swap their
+    ``layer_idx`` (each then writes the other's layer): the compiled call follows eager."""
     model = _gpt2()
     ids, step = torch.randint(0, 100, (1, 8)), torch.randint(0, 100, (1, 1))
-    compiled = graphjit.compile(_decode(model), backend="eager")
+    cnt = CompileCounter()
+    compiled = graphjit.compile(_decode(model), backend=cnt)
     with torch.no_grad():
         cache = model(input_ids=ids, use_cache=True).past_key_values
-        for i in range(2):
+        for i in range(3):
             e_cache, c_cache = copy.deepcopy(cache), copy.deepcopy(cache)
-            if i == 1 and change == "layer":
-                e_cache.layers[1] = transformers.cache_utils.DynamicLayer()
-                c_cache.layers[1] = transformers.cache_utils.DynamicLayer()
+            if i >= 1 and change == "layer":
+                for c in (e_cache, c_cache):
+                    old, c.layers[1] = c.layers[1], transformers.cache_utils.DynamicLayer()
+                    c.layers[1].update(old.keys.clone(), old.values.clone())
             if i == 1 and change == "layer_idx":
-                model.transformer.h[2].attn.layer_idx = 1  # (eager then writes layer 1 twice)
+                attn1, attn2 = model.transformer.h[1].attn, model.transformer.h[2].attn
+                attn1.layer_idx, attn2.layer_idx = attn2.layer_idx, attn1.layer_idx
             e = model(input_ids=step, past_key_values=e_cache, use_cache=True)
             c = compiled(step, c_cache)
             torch.testing.assert_close(c.logits, e.logits)
             _same_cache(c_cache, e_cache)
+    if change == "layer_idx":
+        # (the guard on a block's own index: traced again; the graph is the first one's)
+        assert graphs_traced(cnt) == 2
