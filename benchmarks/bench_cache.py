@@ -24,8 +24,8 @@ Sections (each a markdown table on stdout; progress on stderr):
     graphjit and torch.compile, backend ``eager``, in one process (both reset and a fresh
     model before each compile; one round: the runs are long enough), with
     ``use_cache=False`` (the blocks are traced once: ``config.reuse_repeated_blocks``)
-    and ``use_cache=True`` (each block writes the ``DynamicCache``: a side effect, so
-    every block is traced inline).
+    and ``use_cache=True`` (each block writes its layer of the ``DynamicCache``: traced
+    once too, its writes replayed per block, ``variables/hops/block_effects.py``).
 ``depth_process`` cold first call vs depth as a user meets it (not in the default
     sections): each (system, model, ``use_cache``, depth) in a *fresh* Python process,
     GPT-2 and LLaMA (``--depth-models``), 2 and 24 layers (``--depths``), ``use_cache`` True
@@ -358,7 +358,8 @@ def depth_child(system: str, model: str, depth: int, use_cache: bool, collect: b
     out = {"wall_s": wall, "cpu_s": cpu, "same": not model_zoo.differences(got, expected, keys)}
     if system == "graphjit":
         s = graphjit.stats()
-        out.update(frames=s["frames_total"], writes=s.get("cache_writes", 0))
+        out.update(frames=s["frames_total"], writes=s.get("cache_writes", 0),
+                   write_s=graphjit.cache.writer.seconds())
     print("RESULT " + json.dumps(out), flush=True)
 
 
