@@ -24,8 +24,21 @@ Sections (each a markdown table on stdout; progress on stderr):
     graphjit and torch.compile, backend ``eager``, in one process (both reset and a fresh
     model before each compile; one round: the runs are long enough), with
     ``use_cache=False`` (the blocks are traced once: ``config.reuse_repeated_blocks``)
-    and ``use_cache=True`` (each block writes the ``DynamicCache``: a side effect, so
-    every block is traced inline).
+    and ``use_cache=True`` (each block writes its layer of the ``DynamicCache``: traced
+    once too, its writes replayed per block, ``variables/hops/block_effects.py``).
+``depth_process`` cold first call vs depth as a user meets it (not in the default
+    sections): each (system, model, ``use_cache``, depth) in a *fresh* Python process,
+    GPT-2 and LLaMA (``--depth-models``), 2 and 24 layers (``--depths``), ``use_cache`` True
+    and False, graphjit (the persistent cache on, in an empty directory: the first call
+    traces, and its entries' write, ``graphjit.cache.flush()``, is part of the time) and
+    torch.compile side by side, backend ``eager``; ``--process-runs`` processes each
+    (3), interleaved, median.  A process builds the model, runs eager once (the reference,
+    not timed), collects garbage (what the imports and the model left: a full collection
+    would otherwise fall in whichever first call allocates enough to trigger it, about
+    0.3 s; ``--no-collect`` leaves it there), then times the compiled first call: wall
+    time and the process's CPU time
+    (every thread: the cache writer's too), and checks the logits and the returned
+    cache's per-layer keys and values against eager's.
 ``depth_cpu`` the depth target's measurement (not in the default sections): the main
     thread's CPU time of the cold first call, 2 and 24 layers (``--depths``),
     ``--depth-runs`` interleaved rounds (10), minimum and median and the 24/2 ratio, for
@@ -44,6 +57,7 @@ tokens) so that framework costs show.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import math
 import os
@@ -310,6 +324,97 @@ def section_depth_cpu(depths=(2, 24), runs: int = 10, systems: tuple[str, ...] =
     return out
 
 
+# -- depth, one fresh process per run --------------------------------------------------------
+def llama_layers(n: int, use_cache: bool = True):
+    tf = model_zoo._tf()
+    cfg = model_zoo._decoder_cfg(tf.LlamaConfig)
+    cfg.num_hidden_layers = n
+    torch.manual_seed(0)
+    return tf.LlamaForCausalLM(cfg).eval(), {"input_ids": model_zoo._ints(1, model_zoo.SEQ), "use_cache": use_cache}
+
+
+DEPTH_MODELS = {"gpt2": gpt2_layers, "llama": llama_layers}
+
+
+def depth_child(system: str, model: str, depth: int, use_cache: bool, collect: bool = True) -> None:
+    """Run in a new process: one cold first call, printed as a JSON line."""
+    harness.silence_torch_compile()
+    torch.set_num_threads(1)
+    m, kw = DEPTH_MODELS[model](depth, use_cache)
+    keys = ("logits", "past_key_values") if use_cache else ("logits",)
+    with torch.no_grad():
+        expected = m(**kw)
+        if system == "graphjit":
+            compiled = graphjit.compile(m, backend="eager")
+        else:
+            compiled = torch.compile(m, backend="eager")
+        if collect:
+            gc.collect()  # (the imports' and the model's garbage: not the compiler's to collect)
+        w0, c0 = time.perf_counter(), time.process_time()
+        got = compiled(**kw)
+        if system == "graphjit":
+            graphjit.cache.flush()
+        wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+    out = {"wall_s": wall, "cpu_s": cpu, "same": not model_zoo.differences(got, expected, keys)}
+    if system == "graphjit":
+        s = graphjit.stats()
+        out.update(frames=s["frames_total"], writes=s.get("cache_writes", 0),
+                   write_s=graphjit.cache.writer.seconds())
+    print("RESULT " + json.dumps(out), flush=True)
+
+
+def _run_depth_child(system: str, model: str, depth: int, use_cache: bool, collect: bool = True) -> dict:
+    with tempfile.TemporaryDirectory() as d:
+        env = {**os.environ, "GRAPHJIT_CACHE_DIR": os.path.join(d, "graphjit"),
+               "TORCHINDUCTOR_CACHE_DIR": os.path.join(d, "inductor"),
+               "PYTHONPATH": os.pathsep.join([str(HERE.parent / "src"), os.environ.get("PYTHONPATH", "")])}
+        proc = subprocess.run([sys.executable, __file__, "--depth-child", system, model, str(depth),
+                               str(int(use_cache)), str(int(collect))], env=env, capture_output=True, text=True,
+                              timeout=900)
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
+    if line is None:
+        return {"error": proc.stderr[-300:]}
+    return json.loads(line[len("RESULT "):])
+
+
+def section_depth_process(models=("gpt2", "llama"), depths=(2, 24), runs: int = 3,
+                          systems=("graphjit", "torch.compile"), collect: bool = True) -> list[dict]:
+    """Cold first call vs depth, one fresh process per run (see the module docstring)."""
+    rows = []
+    print(f"\n## Cold first call vs depth, a fresh process per run (median of {runs}; backend eager; "
+          "graphjit with the persistent cache on and empty, its write included; "
+          f"{'garbage collected before the call' if collect else 'no collection before the call'}; seconds)\n")
+    print("| model | use_cache | system | " + " | ".join(f"{n} layers wall / CPU" for n in depths)
+          + f" | {depths[-1]}/{depths[0]} wall | {depths[-1]}/{depths[0]} CPU | == eager |")
+    print("|---|---|---|" + "---|" * (len(depths) + 3))
+    for model in models:
+        for use_cache in (False, True):
+            results: dict = {(sy, n): [] for sy in systems for n in depths}
+            for r in range(runs):
+                for n in depths:
+                    for system in systems:
+                        log(f"depth_process: {model} use_cache={use_cache} {system} {n} layers, run {r + 1}")
+                        results[(system, n)].append(_run_depth_child(system, model, n, use_cache, collect))
+            for system in systems:
+                runs_of = {n: [x for x in results[(system, n)] if "error" not in x] for n in depths}
+                if any(not v for v in runs_of.values()):
+                    err = next(x["error"] for n in depths for x in results[(system, n)] if "error" in x)
+                    print(f"| {model} | {use_cache} | {system} | error: {err[-100:]!r} |", flush=True)
+                    continue
+                wall = {n: harness.median([x["wall_s"] for x in v]) for n, v in runs_of.items()}
+                cpu = {n: harness.median([x["cpu_s"] for x in v]) for n, v in runs_of.items()}
+                same = all(x["same"] for v in runs_of.values() for x in v)
+                lo, hi = depths[0], depths[-1]
+                row = {"model": model, "use_cache": use_cache, "system": system, "wall": wall, "cpu": cpu,
+                       "wall_ratio": wall[hi] / wall[lo], "cpu_ratio": cpu[hi] / cpu[lo], "same": same,
+                       "runs": {n: v for n, v in runs_of.items()}}
+                rows.append(row)
+                cells = " | ".join(f"{wall[n]:.2f} / {cpu[n]:.2f}" for n in depths)
+                print(f"| {model} | {use_cache} | {system} | {cells} | ×{row['wall_ratio']:.2f} | "
+                      f"×{row['cpu_ratio']:.2f} | {'yes' if same else 'NO'} |", flush=True)
+    return rows
+
+
 # -- steady state ----------------------------------------------------------------------------
 def _lora_gpt2() -> model_zoo.Spec:
     import peft
@@ -447,11 +552,21 @@ def main() -> None:
     p.add_argument("--depth-systems", default="graphjit",
                    help="depth_cpu section: graphjit,torch.compile (torch.compile: ~3 s a 24-layer run)")
     p.add_argument("--write-rounds", type=int, default=5, help="write section: processes per setting")
+    p.add_argument("--depth-models", default="gpt2,llama", help="depth_process section: gpt2,llama")
+    p.add_argument("--process-runs", type=int, default=3, help="depth_process section: processes per cell")
+    p.add_argument("--process-systems", default="graphjit,torch.compile", help="depth_process section")
     p.add_argument("--json")
     p.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    p.add_argument("--no-collect", action="store_true",
+                   help="depth_process section: no gc.collect() before the timed call")
+    p.add_argument("--depth-child", nargs=5, help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.child:
         child(*a.child)
+        return
+    if a.depth_child:
+        system, model, depth, use_cache, collect = a.depth_child
+        depth_child(system, model, int(depth), use_cache == "1", collect == "1")
         return
     harness.silence_torch_compile()
     torch.set_num_threads(1)
@@ -468,6 +583,11 @@ def main() -> None:
         depths = tuple(int(d) for d in a.depths.split(","))
         out["depth"] = [section_depth(depths, use_cache=uc) for uc in
                         {"both": (False, True), "on": (True,), "off": (False,)}[a.use_cache]]
+    if "depth_process" in sections:
+        depths = tuple(int(d) for d in a.depths.split(","))
+        out["depth_process"] = section_depth_process(
+            tuple(a.depth_models.split(",")), depths if a.depths != "2,6,12,24" else (2, 24), a.process_runs,
+            tuple(a.process_systems.split(",")), not a.no_collect)
     if "depth_cpu" in sections:
         depths = tuple(int(d) for d in a.depths.split(","))
         out["depth_cpu"] = section_depth_cpu(depths if a.depths != "2,6,12,24" else (2, 24), a.depth_runs,

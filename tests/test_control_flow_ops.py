@@ -317,6 +317,24 @@ def test_nested_compile_region_not_reused_after_a_mutation():
     assert "'subgraph_0'" in code and "'subgraph_1'" in code, code
 
 
+@torch.compiler.nested_compile_region
+def logging_region(x, log):
+    log.append(x.sin())  # the caller's own list (the region is a plain call in eager)
+    return x.cos()
+
+
+def regions_logging(x):
+    log = []
+    y = logging_region(logging_region(x, log), log)
+    return y, log
+
+
+def test_nested_compile_region_mutating_its_list_argument():
+    """A region that appends to a list it is given changes the caller's list: the body
+    would get a rebuilt list, so the call runs in Python (the appends were lost before)."""
+    check_same(regions_logging, R(3))
+
+
 def test_nested_compile_region_gradients():
     x, w = R(2, 4, requires_grad=True), R(4, 4, requires_grad=True)
 

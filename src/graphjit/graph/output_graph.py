@@ -135,6 +135,19 @@ class OutputGraph:
         self.read_log: list | None = None
         #: repeated blocks traced once (variables/hops/repeated_blocks.py)
         self.block_records: dict = {}
+        #: the recorder of the repeated block whose first body is being traced: told of
+        #: every read and write of the objects the block was given (hops/block_effects.py)
+        self.block_watch = None
+        #: attribute reads through a class's Python ``__getattribute__`` on objects that
+        #: existed before the call (``variables/object_protocol.py``): (object id, name) ->
+        #: (object tracker, function, state stamp, result or AttributeError)
+        self.getattribute_memo: dict = {}
+        #: mutations logged by anything but a repeated block's replayed effects: how many
+        #: times some were seen, and the log's mark after the last replay
+        self.block_epoch = 0
+        self.block_mark: tuple | None = None
+        #: objects that existed before the call which replayed block effects wrote, by id
+        self.block_written: dict = {}
         #: inside an activation-checkpointed call (its ops are tagged in this graph)
         self.checkpointing = 0
         #: which sizes and numbers are symbolic (``None``: all static)
@@ -462,13 +475,13 @@ class OutputGraph:
 
     # -- bodies of higher-order operators (graph/subgraphs.py) ----------------------------
     @contextlib.contextmanager
-    def body(self, kind: str, side_effects: bool = False):
+    def body(self, kind: str, side_effects: bool = False, on_write=None):
         """Trace a body of a higher-order operator: ops go into a new graph until the
         block ends (see ``graph/subgraphs.py``); ``side_effects``: the body runs once per
-        call, so it may mutate outer objects."""
+        call, so it may mutate outer objects (``on_write``: told of each first)."""
         index = self._body_names[kind] = self._body_names.get(kind, -1) + 1
         scope = BodyScope(f"{kind}_{index}", self.bodies[-1] if self.bodies else None, self.frame_graph,
-                          side_effects)
+                          side_effects, on_write)
         self.bodies.append(scope)
         self.graph = scope.graph
         try:

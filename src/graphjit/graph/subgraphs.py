@@ -43,7 +43,7 @@ class BodyScope:
     """One body being traced: its graph, the enclosing scope, the outer values lifted."""
 
     def __init__(self, name: str, parent: "BodyScope | None", frame_graph: torch.fx.Graph,
-                 side_effects: bool = False) -> None:
+                 side_effects: bool = False, on_write=None) -> None:
         self.name = name
         self.parent = parent
         self.frame_graph = frame_graph
@@ -55,7 +55,7 @@ class BodyScope:
         self.root = torch.nn.Module()
         #: placeholder -> its example's version counter when it was made
         self.versions: dict[torch.fx.Node, int] = {}
-        self.scope_id = enter_scope(side_effects)
+        self.scope_id = enter_scope(side_effects, on_write)
         self.closed = False
         #: outer trackers the body mutated (when side effects are allowed)
         self.writes: list = []

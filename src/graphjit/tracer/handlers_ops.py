@@ -23,7 +23,7 @@ from ..variables import (
     UserObjectVariable,
     VariableTracker,
 )
-from ..variables.base import call_python
+from ..variables.base import LazyVariableTracker, call_python
 from ..variables.formatting import format_value
 from ..variables.dicts import MISSING, items_of, key_of
 from ..variables.iterators import make_iterator
@@ -132,7 +132,11 @@ class OpHandlers:
 
     def as_index(self, index: VariableTracker) -> VariableTracker:
         """A sequence index as CPython takes it: objects with ``__index__`` (also as the
-        parts of a slice) give their int (the method traced); anything else as it is."""
+        parts of a slice) give their int (the method traced); anything else as it is.  An
+        int not read yet stays unread (a repeated block reads ``self.layer_idx`` this way:
+        ``hops/block_effects.py``)."""
+        if type(index) is LazyVariableTracker and type(index.peek_value()) is int:
+            return index
         if isinstance(index, SliceVariable):
             parts = [self.as_index(p) for p in index.parts]
             return SliceVariable(*parts) if any(a is not b for a, b in zip(parts, index.parts)) else index

@@ -56,17 +56,22 @@ _SCOPE_IDS = [0]
 _SCOPE_EFFECTS = [True]
 #: ... and the outer trackers it mutated (checked for values of the body when it ends)
 _SCOPE_WRITES: list[list] = [[]]
+#: ... and who is told of each such mutation before it happens (``None``: nobody)
+_SCOPE_HOOKS: list = [None]
 
 
-def enter_scope(side_effects: bool = False) -> int:
+def enter_scope(side_effects: bool = False, on_write: "Callable[[VariableTracker | None], None] | None" = None) -> int:
     """A body of a higher-order operator (``torch.cond``'s branches, a ``vmap``'d
     function) starts being traced: objects made from now on belong to it.  With
     ``side_effects``, the body runs exactly once whenever the graph runs, so mutating
-    outer objects is allowed (replayed after the graph like the frame's own)."""
+    outer objects is allowed (replayed after the graph like the frame's own); ``on_write``
+    is then called with each outer tracker before it is mutated (it may refuse the
+    mutation by raising: a repeated block's recorder, ``hops/block_effects.py``)."""
     _SCOPE_IDS[0] += 1
     _SCOPE.append(_SCOPE_IDS[0])
     _SCOPE_EFFECTS.append(side_effects)
     _SCOPE_WRITES.append([])
+    _SCOPE_HOOKS.append(on_write)
     return _SCOPE[-1]
 
 
@@ -75,6 +80,7 @@ def exit_scope(scope: int) -> list:
     assert _SCOPE[-1] == scope, (_SCOPE, scope)
     _SCOPE.pop()
     _SCOPE_EFFECTS.pop()
+    _SCOPE_HOOKS.pop()
     return _SCOPE_WRITES.pop()
 
 
@@ -93,6 +99,9 @@ def outer_write_allowed(var: "VariableTracker | None", created_in: int = 0) -> b
         return False
     if not all(_SCOPE_EFFECTS[index + 1:]):
         return False
+    for hook in _SCOPE_HOOKS[index + 1:]:
+        if hook is not None:
+            hook(var)
     if var is not None:
         for writes in _SCOPE_WRITES[index + 1:]:
             writes.append(var)
@@ -217,6 +226,10 @@ def probing() -> bool:
 
 class VariableTracker(metaclass=TrackerMeta):
     """Base tracker; see the module docstring."""
+
+    #: a repeated block's recorder while the tracker is one of the values the first block's
+    #: body reads from the objects it was given (``hops/block_effects.py``); ``None`` else
+    _watch = None
 
     def __init__(self, *, source: "Source | None" = None, mutation_type: MutationType | None = None):
         self.source = source

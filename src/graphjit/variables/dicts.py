@@ -234,9 +234,16 @@ class DictVariable(VariableTracker):
             var = self._known[key] = VariableTracker.build(tx, self.backing[key], self.item_source(key))
         return var
 
-    def lookup(self, tx, key: Any, guard_absent: bool = True) -> Any:
+    def lookup(self, tx, key: Any, guard_absent: bool = True, ref: Any = MISSING) -> Any:
         """The value of ``key`` (a tracker) or MISSING; guards what the answer depends on
-        (``guard_absent=False``: the caller guards a missing key some other way)."""
+        (``guard_absent=False``: the caller guards a missing key some other way).  ``ref``:
+        how a repeated block's recorder names the key (see :meth:`key_and_ref`)."""
+        if self._watch is not None:  # (a repeated block's body reads one item)
+            return self._watch.dict_lookup(tx, self, key, guard_absent, key if ref is MISSING else ref)
+        return self.raw_lookup(tx, key, guard_absent)
+
+    def raw_lookup(self, tx, key: Any, guard_absent: bool = True) -> Any:
+        """:meth:`lookup` without telling a repeated block's recorder."""
         if self.is_existing:
             guard_key(tx, key)
         if self._items is not None:
@@ -253,6 +260,13 @@ class DictVariable(VariableTracker):
 
     def realize_items(self, tx) -> dict:
         """All items, in order (a pre-existing dict's keys are guarded from now on)."""
+        items = self.raw_items(tx)
+        if self._watch is not None:  # (a repeated block's body reads all of it)
+            self._watch.dict_full_read(tx, self)
+        return items
+
+    def raw_items(self, tx) -> dict:
+        """:meth:`realize_items` without telling a repeated block's recorder."""
         if self._items is None:
             if self.source is not None:
                 tx.output.add_guard(self.source, GuardKind.DICT_KEYS, self.backing)
@@ -273,6 +287,8 @@ class DictVariable(VariableTracker):
     def as_python_constant(self):
         if self.is_existing:
             raise unsupported("not a constant", "a dict that existed before the call")
+        if self._watch is not None:
+            self._watch.dict_full_read(None, self)
         items = {k: v.as_python_constant() for k, v in self._items.items()}
         if self.user_cls in (dict, collections.OrderedDict):
             return self.user_cls(items)
@@ -295,9 +311,12 @@ class DictVariable(VariableTracker):
             raise unsupported("mutation of a dict without a source", describe(self),
                               "This dict existed before the call but cannot be reloaded to replay it.")
 
-    def setitem_key(self, tx, key: Any, value: VariableTracker) -> None:
+    def setitem_key(self, tx, key: Any, value: VariableTracker, ref: Any = MISSING) -> None:
         self._check_writable(tx)
         check_mutable(self, "dict store")
+        watch = tx.output.block_watch
+        if watch is not None:  # (a repeated block's body: replayed on each block's dict)
+            watch.dict_write(tx, self, "set", key if ref is MISSING else ref, value)
         if self.is_existing:
             guard_key(tx, key)
             self.written.add(key)
@@ -308,8 +327,8 @@ class DictVariable(VariableTracker):
         if self._items is not None:
             self._items[key] = value
 
-    def delitem_key(self, tx, key: Any) -> None:
-        if self.lookup(tx, key) is MISSING:
+    def delitem_key(self, tx, key: Any, ref: Any = MISSING) -> None:
+        if self.lookup(tx, key, ref=ref) is MISSING:
             raise observed(KeyError, key)
         if self.is_existing and key not in self._overlay and self._items is None:
             # the key's presence decides that the delete succeeds, even when its value is
@@ -317,6 +336,9 @@ class DictVariable(VariableTracker):
             DictVariable.guard_contains(self, tx, key, True)
         self._check_writable(tx)
         check_mutable(self, "dict delete")
+        watch = tx.output.block_watch
+        if watch is not None:
+            watch.dict_write(tx, self, "del", key if ref is MISSING else ref, None)
         if self.is_existing:
             guard_key(tx, key)
             self.written.add(key)
@@ -338,9 +360,17 @@ class DictVariable(VariableTracker):
     def has_attr(self, tx, name: str) -> bool:
         return hasattr(self.user_cls, name)
 
-    def getitem(self, tx, index: VariableTracker) -> VariableTracker:
+    def key_and_ref(self, tx, index: VariableTracker) -> tuple[Any, Any]:
+        """The key ``index`` stands for, and how a repeated block's recorder names it (the
+        key itself, or the block's own index such as ``self.layer_idx``)."""
+        if self._watch is not None:
+            return self._watch.dict_key(tx, self, index)
         key = key_of(index, tx)
-        value = self.lookup(tx, key)
+        return key, key
+
+    def getitem(self, tx, index: VariableTracker) -> VariableTracker:
+        key, ref = self.key_and_ref(tx, index)
+        value = self.lookup(tx, key, ref=ref)
         if value is MISSING:
             return self._missing(tx, index, key)
         return value
@@ -380,10 +410,12 @@ class DictVariable(VariableTracker):
         return None
 
     def setitem(self, tx, index: VariableTracker, value: VariableTracker) -> None:
-        self.setitem_key(tx, key_of(index, tx), value)
+        key, ref = self.key_and_ref(tx, index)
+        self.setitem_key(tx, key, value, ref)
 
     def delitem(self, tx, index: VariableTracker) -> None:
-        self.delitem_key(tx, key_of(index, tx))
+        key, ref = self.key_and_ref(tx, index)
+        self.delitem_key(tx, key, ref)
 
     def call_method(self, tx, name: str, args: list, kwargs: dict) -> VariableTracker:
         override = self.python_method(tx, name)
@@ -399,13 +431,15 @@ class DictVariable(VariableTracker):
         return method(self, tx, *args, **kwargs)
 
     def _get(self, tx, key, default=None):
-        value = self.lookup(tx, key_of(key, tx))
+        k, ref = self.key_and_ref(tx, key)
+        value = self.lookup(tx, k, ref=ref)
         if value is MISSING:
             return default if default is not None else ConstantVariable(None)
         return value
 
     def _contains(self, tx, key):
-        return ConstantVariable(self.lookup(tx, key_of(key, tx)) is not MISSING)
+        k, ref = self.key_and_ref(tx, key)
+        return ConstantVariable(self.lookup(tx, k, ref=ref) is not MISSING)
 
     def _len(self, tx):
         return ConstantVariable(len(self.realize_items(tx)))

@@ -68,6 +68,8 @@ class InstanceAttrsMixin(metaclass=TrackerMeta):
                 real = object.__getattribute__(self.value, "__dict__")
                 self._dict = InstanceDictVariable(self, backing=real, source=self.attr_source("__dict__"))
                 tx.output.side_effects.register_existing(real, self._dict)
+        if self._watch is not None:  # (a repeated block's body reads the object's attributes)
+            self._watch.object_dict(tx, self)
         return self._dict
 
     def replace_instance_dict(self, tx, value: VariableTracker) -> None:
@@ -76,6 +78,8 @@ class InstanceAttrsMixin(metaclass=TrackerMeta):
             raise observed(TypeError, f"__dict__ must be set to a dictionary, not a "
                                       f"'{value.python_type().__name__}'")
         check_mutable(self, "__dict__ assignment")
+        if tx.output.block_watch is not None:
+            tx.output.block_watch.refuse("__dict__ assignment", self)
         if not self.is_new:
             tx.output.side_effects.attr_store(self, "__dict__", value)
         self._dict = value
@@ -114,6 +118,8 @@ class InstanceAttrsMixin(metaclass=TrackerMeta):
         except TypeError as e:
             raise ObservedException(e.with_traceback(None)) from None
         check_mutable(self, "__class__ assignment")
+        if tx.output.block_watch is not None:
+            tx.output.block_watch.refuse("__class__ assignment", self)
         if not self.is_new:
             tx.output.side_effects.attr_store(self, "__class__", value)
         self.cls = new_cls
@@ -121,6 +127,12 @@ class InstanceAttrsMixin(metaclass=TrackerMeta):
 
     # slots and other C-level data descriptors
     def slot_get(self, tx, name: str) -> VariableTracker:
+        if self._watch is not None:  # (a repeated block's body reads one slot)
+            return self._watch.slot_read(tx, self, name)
+        return self.raw_slot_get(tx, name)
+
+    def raw_slot_get(self, tx, name: str) -> VariableTracker:
+        """:meth:`slot_get` without telling a repeated block's recorder."""
         value = self.slot_values.get(name, MISSING)
         if value is DELETED or (value is MISSING and self.is_new):
             raise observed(AttributeError, f"'{self.cls.__name__}' object has no attribute '{name}'")
@@ -136,6 +148,8 @@ class InstanceAttrsMixin(metaclass=TrackerMeta):
 
     def slot_set(self, tx, name: str, value: VariableTracker) -> None:
         check_mutable(self, f"attribute store .{name}")
+        if tx.output.block_watch is not None:
+            tx.output.block_watch.slot_write(tx, self, name, value)
         if not self.is_new:
             tx.output.side_effects.attr_store(self, name, value)
         self.slot_values[name] = value
@@ -143,6 +157,8 @@ class InstanceAttrsMixin(metaclass=TrackerMeta):
     def slot_delete(self, tx, name: str) -> None:
         self.slot_get(tx, name)  # AttributeError if it has no value
         check_mutable(self, f"attribute delete .{name}")
+        if tx.output.block_watch is not None:
+            tx.output.block_watch.slot_write(tx, self, name, DELETED)
         if not self.is_new:
             tx.output.side_effects.attr_store(self, name, DELETED)
         self.slot_values[name] = DELETED

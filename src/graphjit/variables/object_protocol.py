@@ -37,7 +37,8 @@ from typing import Any
 from ..exc import ObservedException, observed, unsupported
 from ..guards.guard import GuardKind
 from ..sources import AttrSource, ConstSource, GetItemSource, Source
-from .base import MethodVariable, VariableTracker
+from .base import LazyVariableTracker, MethodVariable, VariableTracker, is_new
+from .constant import ConstantVariable
 
 #: in-place operator -> its plain operator (``a += b`` falls back to ``a + b``)
 INPLACE_TO_PLAIN = {
@@ -176,9 +177,7 @@ def get_attr(tx, obj, name: str) -> VariableTracker:
         if getattribute is object.__getattribute__ or getattribute in _GENERIC_GETATTRO:
             return generic_getattr(tx, obj, name)
         if isinstance(getattribute, types.FunctionType):
-            fn = VariableTracker.build(tx, getattribute, AttrSource(class_source(tx, cls), "__getattribute__"),
-                                       realize=True)
-            return fn.call_function(tx, [obj, VariableTracker.build(tx, name)], {})
+            return _python_getattribute(tx, obj, cls, getattribute, name)
         raise unsupported("C-level __getattribute__", f"{cls.__qualname__}.{name}")
     except ObservedException as e:
         if not e.is_attribute_error():
@@ -187,6 +186,48 @@ def get_attr(tx, obj, name: str) -> VariableTracker:
         if getattr_fn is MISSING:
             raise
         return obj.getattr_fallback(tx, name, getattr_fn)
+
+
+def _python_getattribute(tx, obj, cls: type, getattribute, name: str) -> VariableTracker:
+    """A class's own ``__getattribute__`` written in Python (transformers' configs: two of
+    them, one calling the other), inlined.  On an object that existed before the call, an
+    attribute read again while nothing was mutated since (the side-effect log's mark, the
+    grad and inference modes are the same) gives what the first read gave, without tracing
+    the function again: the same object when it existed before the call, the same
+    constant, the same ``AttributeError``; whatever the first trace read is guarded.  A
+    result made in the trace (a new object each call) is never reused."""
+    out = tx.output
+    memo = out.getattribute_memo
+    key = (id(obj), name)
+    stamp = _stamp(out)
+    known = memo.get(key) if obj.source is not None and obj._watch is None else None
+    if known is not None and known[0] is obj and known[1] is getattribute and known[2] == stamp:
+        if isinstance(known[3], BaseException):
+            raise ObservedException(type(known[3])(*known[3].args))
+        return known[3]
+    fn = VariableTracker.build(tx, getattribute, AttrSource(class_source(tx, cls), "__getattribute__"),
+                               realize=True)
+    try:
+        result = fn.call_function(tx, [obj, VariableTracker.build(tx, name)], {})
+    except ObservedException as e:
+        if obj.source is not None and not obj.is_new and e.is_attribute_error() and _stamp(out) == stamp:
+            memo[key] = (obj, getattribute, stamp, e.exc)
+        raise
+    if obj.source is not None and not obj.is_new and _stamp(out) == stamp and _stable(result):
+        memo[key] = (obj, getattribute, stamp, result)
+    return result
+
+
+def _stamp(out) -> tuple:
+    return (out.side_effects.mark(), out.grad_enabled, out.inference_mode, len(out.prologue.steps))
+
+
+def _stable(var: VariableTracker) -> bool:
+    """A result that is the same value whenever read again: a constant, or an object
+    that existed before the call (its tracker stands for that very object)."""
+    if type(var) is ConstantVariable or type(var) is LazyVariableTracker:
+        return True  # (a lazy one: a value that existed before the call, read through a source)
+    return var.source is not None and var.mutation_type is not None and not is_new(var)
 
 
 def generic_getattr(tx, obj, name: str) -> VariableTracker:

@@ -44,8 +44,16 @@ def _name(fn) -> str:
     return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", repr(fn))
 
 
+_COMPARISONS = frozenset({operator.lt, operator.le, operator.gt, operator.ge, operator.eq, operator.ne})
+
+
 def binary_op(tx, op: Callable, left: VariableTracker, right: VariableTracker) -> VariableTracker:
     """``op(left, right)`` for any trackers."""
+    watch = tx.output.block_watch
+    if watch is not None and op in _COMPARISONS:  # (a repeated block's own index compared)
+        result = watch.param_compare(tx, op, left, right)
+        if result is not None:
+            return ConstantVariable(result)
     if op in (operator.is_, operator.is_not):
         same = left.identity() is right.identity()
         return ConstantVariable(same if op is operator.is_ else not same)

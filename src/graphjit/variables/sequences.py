@@ -47,20 +47,27 @@ class BaseSequenceVariable(VariableTracker):
 
     @property
     def items(self) -> list[VariableTracker]:
+        if self._watch is not None:  # (a repeated block's body reads all of it)
+            self._watch.seq_full_read(self)
         return self._items
 
     @items.setter
     def items(self, value: list[VariableTracker]) -> None:
         self._items = value
 
+    def raw_items(self) -> list[VariableTracker]:
+        """The items, as :attr:`items` gives them, without telling a repeated block's
+        recorder (``hops/block_effects.py``) that they were read."""
+        return self._items
+
     def _repr_body(self) -> str:
-        return ", ".join(map(repr, self.items))
+        return ", ".join(map(repr, self.raw_items()))
 
     def python_type(self) -> type:
         return self.seq_type
 
     def children(self) -> list[VariableTracker]:
-        return list(self.items)
+        return list(self.raw_items())
 
     def as_python_constant(self):
         return self.seq_type(v.as_python_constant() for v in self.items)
@@ -80,11 +87,16 @@ class BaseSequenceVariable(VariableTracker):
         return hasattr(self.python_type(), name)
 
     def getitem(self, tx, index: VariableTracker) -> VariableTracker:
-        idx = index.as_python_constant()
+        if self._watch is not None:  # (a repeated block's body reads one item)
+            return self._watch.seq_getitem(tx, self, index)
+        return self.item_at(index.as_python_constant())
+
+    def item_at(self, idx: Any) -> VariableTracker:
+        """``seq[idx]`` for a Python index or slice (eager's errors as observed ones)."""
         if isinstance(idx, slice):
             return self.new_like(self.items[idx])
         try:
-            return self.items[operator.index(idx)]
+            return self.raw_items()[operator.index(idx)]
         except IndexError:
             raise observed(IndexError, f"{self.seq_type.__name__} index out of range") from None
         except TypeError:
@@ -97,6 +109,8 @@ class BaseSequenceVariable(VariableTracker):
 
     def call_method(self, tx, name: str, args: list, kwargs: dict) -> VariableTracker:
         if name == "__len__" and not args:
+            if self._watch is not None:
+                return ConstantVariable(self._watch.seq_len(tx, self))
             return ConstantVariable(len(self.items))
         if name == "__getitem__" and len(args) == 1:
             return self.getitem(tx, args[0])
@@ -179,30 +193,46 @@ class ListVariable(BaseSequenceVariable):
 
     @property
     def items(self) -> list[VariableTracker]:
-        if self._lazy is not None:
-            realize, self._lazy = self._lazy, None
-            self._items = ([] if self._cleared else realize()) + self._appended
-        return self._items
+        items = self.raw_items()
+        if self._watch is not None:  # (a repeated block's body reads all of it)
+            self._watch.seq_full_read(self)
+        return items
 
     @items.setter
     def items(self, value: list[VariableTracker]) -> None:
         self._items = value
 
+    def raw_items(self) -> list[VariableTracker]:
+        if self._lazy is not None:
+            realize, self._lazy = self._lazy, None
+            self._items = ([] if self._cleared else realize()) + self._appended
+        return self._items
+
+    def _repr_body(self) -> str:
+        if self._lazy is not None:
+            return f"lazy, {len(self._appended)} appended"
+        return super()._repr_body()
+
     def children(self) -> list[VariableTracker]:
-        return list(self._appended) if self._lazy is not None else list(self.items)
+        return list(self._appended) if self._lazy is not None else list(self._items)
 
     def new_like(self, items):
         return ListVariable(items)
 
-    def _mutate(self, tx, op: str, item: VariableTracker | None = None) -> None:
-        """New lists mutate freely; a pre-existing list's mutation is logged for replay."""
+    def _mutate(self, tx, op: str, item: Any = None, index: Any = None) -> None:
+        """New lists mutate freely; a pre-existing list's mutation is logged for replay.
+        (``item``: what ``append`` adds, ``extend``'s items, what ``__setitem__`` stores at
+        ``index``: what a repeated block's recorder replays on each block's list.)"""
         if isinstance(self.mutation_type, ValueMutationNew):
             check_mutable(self, f"list.{op}")
-            return
-        if self.source is None:
+        elif self.source is None:
             raise unsupported("mutation of a list without a source", f"list.{op} on {describe(self)}",
                               "This list existed before the call but cannot be reloaded to replay it.")
-        tx.output.side_effects.list_mutation(self, op, item)
+        watch = tx.output.block_watch
+        if watch is not None:
+            watch.list_write(tx, self, op, item, index)
+        if not isinstance(self.mutation_type, ValueMutationNew):
+            tx.output.side_effects.list_mutation(self, op, item if op == "append" else None)
 
     def call_method(self, tx, name: str, args: list, kwargs: dict) -> VariableTracker:
         handler = _LIST_METHODS.get(name)
@@ -216,14 +246,14 @@ class ListVariable(BaseSequenceVariable):
     # -- methods (CPython's list methods, on trackers) -------------------------------------
     def _append(self, tx, item):
         self._mutate(tx, "append", item)
-        (self._appended if self._lazy is not None else self.items).append(item)
+        (self._appended if self._lazy is not None else self.raw_items()).append(item)
 
     def _clear(self, tx):
         self._mutate(tx, "clear")
         if self._lazy is not None:
             self._cleared, self._appended = True, []
         else:
-            self.items.clear()
+            self.raw_items().clear()
 
     def _extend(self, tx, other):
         if not isinstance(other, BaseSequenceVariable) or isinstance(other, DequeVariable):
@@ -234,8 +264,8 @@ class ListVariable(BaseSequenceVariable):
                 self._append(tx, item)
             return
         new = other.unpack(tx)
-        self._mutate(tx, "extend")
-        self.items.extend(new)
+        self._mutate(tx, "extend", list(new))
+        self.raw_items().extend(new)
 
     def _insert(self, tx, index, item):
         idx = _index_value(tx, index)
@@ -284,7 +314,10 @@ class ListVariable(BaseSequenceVariable):
         return ConstantVariable(None)
 
     def setitem(self, tx, index: VariableTracker, value: VariableTracker) -> None:
-        idx = index.as_python_constant()
+        if self._watch is not None:  # (the index may be each repeated block's own)
+            idx, ref = self._watch.seq_index(tx, self, index)
+        else:
+            idx = ref = index.as_python_constant()
         if isinstance(idx, slice):
             new = value.unpack(tx)
             trial = list(range(len(self.items)))
@@ -292,10 +325,13 @@ class ListVariable(BaseSequenceVariable):
             self._mutate(tx, "__setitem__")
             self.items[idx] = new
             return
-        if not -len(self.items) <= idx < len(self.items):
+        items = self.raw_items()
+        if self._watch is not None:
+            self._watch.seq_len(tx, self)  # (whether the store succeeds depends on the length)
+        if not -len(items) <= idx < len(items):
             raise observed(IndexError, "list assignment index out of range")
-        self._mutate(tx, "__setitem__")
-        self.items[idx] = value
+        self._mutate(tx, "__setitem__", value, ref)
+        items[idx] = value
 
     def delitem(self, tx, index: VariableTracker) -> None:
         idx = index.as_python_constant()

@@ -23,6 +23,9 @@ import torch.fx
 from ...exc import ObservedException, Unsupported, unsupported
 from ..base import VariableTracker
 from ..constant import ConstantVariable
+from ..dicts import DictVariable
+from ..sequences import ListVariable, TupleVariable
+from ...diagnostics.describe import describe
 from ..sym_node import SymNodeVariable, is_symbolic
 from ..tensor import TensorVariable
 from .pytree import Spec, tree_flatten, tree_unflatten
@@ -46,9 +49,12 @@ class TracedBody:
     flat tuple ``outputs`` (nodes or constants) whose structure is ``out_spec``."""
 
     def __init__(self, gm: torch.fx.GraphModule, lifted: list[torch.fx.Node], out_spec: Spec,
-                 out_leaves: list[VariableTracker], n_explicit: int) -> None:
+                 out_leaves: list[VariableTracker], n_explicit: int, n_extra: int = 0) -> None:
         self.gm, self.lifted, self.out_spec = gm, lifted, out_spec
         self.out_leaves, self.n_explicit = out_leaves, n_explicit
+        #: outputs after those of ``out_spec``: values a repeated block's body stores in
+        #: outer objects (``hops/block_effects.py``)
+        self.n_extra = n_extra
 
     def __repr__(self) -> str:
         return f"TracedBody({self.gm.__class__.__name__}, {self.n_explicit} inputs, " \
@@ -91,7 +97,8 @@ def input_for(leaf: VariableTracker, drop_dim: int | None = None, requires_grad:
 
 def trace_body(tx, kind: str, fn: VariableTracker, args: list[BodyInput | VariableTracker],
                args_spec: Spec, *, with_kwargs: bool = False,
-               pure: bool = False, single: bool = False, side_effects: bool = False) -> TracedBody:
+               pure: bool = False, single: bool = False, side_effects: bool = False,
+               effects=None, same_containers: bool = False) -> TracedBody:
     """Trace ``fn(*tree_unflatten(args_spec, args))`` as a body named after ``kind``
     (``args_spec`` is a tuple spec of the positional arguments; ``with_kwargs``: of the
     pair ``(args, kwargs)``).  With ``pure``
@@ -99,30 +106,81 @@ def trace_body(tx, kind: str, fn: VariableTracker, args: list[BodyInput | Variab
     or returns an input or one tensor twice is refused.  With ``single``, a body that
     returns one value returns it alone (not in a tuple).  With ``side_effects`` (the body
     runs exactly once per call: torch.func transforms) it may mutate outer objects, as
-    long as no value it computes is stored in them."""
+    long as no value it computes is stored in them.  With ``effects`` (a repeated block's
+    recorder, ``hops/block_effects.py``) it may mutate the objects the recorder follows,
+    and the values it stores in them become extra outputs.  With ``same_containers`` the
+    function would get the caller's own lists and dicts (a plain call, as
+    ``nested_compile_region``'s in eager): the body gets rebuilt ones, so one it mutates is
+    refused (the call runs in Python, where the caller sees the mutation)."""
     out = tx.output
     steps = len(out.prologue.steps)
-    with out.body(kind, side_effects) as scope:
-        leaves = [_placeholder(scope, a) if isinstance(a, BodyInput) else a for a in args]
-        n_explicit = len(scope.inputs)
-        call_args = tree_unflatten(args_spec, leaves)
-        if with_kwargs:
-            pos, kw = call_args.items
-            result = fn.call_function(tx, list(pos.items), dict(kw.realize_items(tx)))
-        else:
-            result = fn.call_function(tx, list(call_args.items), {})
-        if len(out.prologue.steps) != steps:
-            raise unsupported("random draw in a higher-order operator's body", kind,
-                              "Python's random module is drawn from once per call of the frame; "
-                              "the body may run any number of times.")
-        out_leaves, out_spec = tree_flatten(tx, result)
-        outputs = tuple(_output(leaf, kind) for leaf in out_leaves)
-        if pure:
-            _check_pure(scope, kind, [out.lift(o) if isinstance(o, torch.fx.Node) else o for o in outputs])
-        gm = scope.finish(outputs[0] if single and out_spec.kind == "leaf" else outputs)
-    if scope.writes:
+    on_write = effects.check_write if effects is not None else None
+    with out.body(kind, side_effects or effects is not None, on_write) as scope:
+        if effects is not None:
+            effects.start(scope)
+        try:
+            leaves = [_placeholder(scope, a) if isinstance(a, BodyInput) else a for a in args]
+            n_explicit = len(scope.inputs)
+            call_args = tree_unflatten(args_spec, leaves)
+            containers = _containers(call_args, with_kwargs) if same_containers else ()
+            if with_kwargs:
+                pos, kw = call_args.items
+                result = fn.call_function(tx, list(pos.items), dict(kw.realize_items(tx)))
+            else:
+                result = fn.call_function(tx, list(call_args.items), {})
+            for var, before in containers:
+                if _contents(var) != before:
+                    raise unsupported(f"{kind} mutating a list or dict it was given", describe(var),
+                                      "It would change the caller's own object; the call runs in Python.")
+            if len(out.prologue.steps) != steps:
+                raise unsupported("random draw in a higher-order operator's body", kind,
+                                  "Python's random module is drawn from once per call of the frame; "
+                                  "the body may run any number of times.")
+            out_leaves, out_spec = tree_flatten(tx, result)
+            outputs = tuple(_output(leaf, kind) for leaf in out_leaves)
+            if pure:
+                _check_pure(scope, kind, [out.lift(o) if isinstance(o, torch.fx.Node) else o for o in outputs])
+            n_extra = 0
+            if effects is not None:
+                explicit = [i for i, a in enumerate(args) if isinstance(a, BodyInput)]
+                extra = effects.finish(scope, outputs, explicit)
+                n_extra = len(extra)
+                outputs = outputs + tuple(extra)
+            gm = scope.finish(outputs[0] if single and out_spec.kind == "leaf" else outputs)
+        finally:
+            if effects is not None:
+                effects.stop()
+    if scope.writes and effects is None:
         _check_no_escape(scope, kind)
-    return TracedBody(gm, list(scope.lifted), out_spec, out_leaves, n_explicit)
+    return TracedBody(gm, list(scope.lifted), out_spec, out_leaves, n_explicit, n_extra)
+
+
+def _containers(call_args: VariableTracker, with_kwargs: bool) -> list:
+    """The lists and dicts rebuilt for a body's arguments, with their contents."""
+    found: list = []
+
+    def visit(var):
+        if isinstance(var, (ListVariable, DictVariable)):
+            found.append((var, _contents(var)))
+        if isinstance(var, (ListVariable, TupleVariable)):
+            children = var.raw_items()
+        elif isinstance(var, DictVariable):
+            children = list(var._items.values())
+        else:
+            children = []
+        for child in children:
+            visit(child)
+
+    pos, kw = call_args.items if with_kwargs else (call_args, None)
+    for arg in [*pos.raw_items(), *(kw._items.values() if kw is not None else ())]:
+        visit(arg)
+    return found
+
+
+def _contents(var) -> tuple:
+    if isinstance(var, ListVariable):
+        return tuple(map(id, var.raw_items()))
+    return tuple((k, id(v)) for k, v in var._items.items())
 
 
 def _check_no_escape(scope, kind: str) -> None:

@@ -128,7 +128,7 @@ def _call_region(tx, fn: VariableTracker, args: list, kwargs: dict) -> VariableT
     entry = cache.get(key) if key is not None else None
     if entry is None or entry[3] != out.side_effects.mark():
         body = trace_body(tx, "invoke_subgraph", fn, [input_for(leaf, tx=tx) for leaf in leaves], spec,
-                          with_kwargs=True)
+                          with_kwargs=True, same_containers=True)
         if any(not isinstance(leaf, (TensorVariable, SymNodeVariable)) for leaf in body.out_leaves):
             raise unsupported("nested_compile_region returning a value that is not a tensor", "")
         entry = (body, out.install_body(body.gm), f"subgraph_{out.next_region_id()}", out.side_effects.mark())

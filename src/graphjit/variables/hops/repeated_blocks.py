@@ -8,8 +8,13 @@ Contract:
 * The first block called traces its ``forward`` into a body (``body.trace_body``) while
   the trace records every guard requested and every source read (``OutputGraph.
   recording_reads``): what the trace of that block depended on.  A block that cannot be a
-  body (Python side effects, a break, outputs that are not tensors and constants) is
-  inlined as before, and so are later blocks of its kind.
+  body (a break, outputs that are not tensors and constants, a Python side effect that
+  cannot be replayed per block) is inlined as before, and so are later blocks of its kind.
+* Objects the block is given (a KV cache, a list, a dict: the arguments that are not
+  tensors or constants) are passed to the body as they are; what the body reads from them
+  and writes to them, and to its own module, is recorded and replayed on every block's own
+  objects (``hops/block_effects.py``): a block that writes its layer of a cache
+  (``self.layer_idx``) reuses the first block's body.
 * A later block reuses the body only if the trace would be the same for it: every guard
   on a value reached from the first block (its source rooted at that block's source) is
   re-evaluated on the later block's real objects with the source rebased, and must give
@@ -23,7 +28,9 @@ Contract:
   one; a value not reached from the block (a global, a frame value) is the same value.
 * Reuse needs the real objects to be the traced ones: no mutation of an object reached
   from the block may be pending in the trace, and nothing may have been mutated since the
-  first block was traced (otherwise the block is traced).
+  first block was traced but by the replayed effects of repeated blocks, which never
+  write an object the first body read through another path (otherwise the block is
+  traced).
 * A block that differs (a hook, another config attribute, a patched ``forward``, other
   argument constants or metadata) is traced on its own (inlined), and so is a block inside
   an activation-checkpointed call or one that checkpoints itself (its ops must carry the
@@ -34,6 +41,7 @@ Contract:
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 
 import torch
@@ -43,16 +51,20 @@ from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 from ... import config
 from ...exc import ObservedException, Unsupported
 from ...guards.guard import Guard, GuardKind
-from ...sources import AttrSource, ChainedSource, GenericAttrSource, GetItemSource, ObjectKey, Source, TypeSource
-from ..base import VariableTracker, in_body
+from ...sources import AttrSource, ChainedSource, GetItemSource, Source
+from ..base import VariableTracker, in_body, is_new
+from ..constant import ConstantVariable
 from ..dicts import DictVariable
 from ..nn_module import FORWARD_CALL_HOOKS, has_hooks
+from ..objects import UserObjectVariable
 from ..sequences import ListVariable, TupleVariable
 from ..sym_node import SymNodeVariable
 from ..tensor import TensorVariable
+from .block_effects import BlockEffects, EffectsRecord, replay
 from .body import capture_failed, input_for, trace_body
 from .compile_region import _leaf_key, _sizes, invoke_region, run_region_body
-from .pytree import tree_flatten, tree_unflatten
+from .paths import MISSING as _MISSING, path_to as _path, rebase as _rebase, walk as _walk
+from .pytree import LEAF, Spec, tree_unflatten
 
 _FAILED = object()
 
@@ -78,8 +90,18 @@ class BlockRecord:
     attr: torch.fx.Node
     identifier: str
     guards: list      # (guard, path of its source, path of its other source)
-    lifted: list      # (outer node, path | None, how it was read: "get_attr" / "input" / None)
-    mark: tuple       # the side-effect log's mark after it was traced
+    lifted: list      # (outer node, path | None, how it was read: "get_attr" / "input" / "val" / None)
+    effects: EffectsRecord  # what it read from and wrote to the objects it was given
+    #: guards on objects it was given that existed before the call: (guard, alias number
+    #: of the object under whose source it is, path from there, the same for ``other``)
+    arg_guards: list
+    #: ``OutputGraph.block_epoch`` when it was traced (a later mutation but the replayed
+    #: effects of blocks bumps it: the objects may differ from what the first body read)
+    epoch: int
+    #: every prefix of the sources its guards read outside the block and its arguments
+    #: (a replayed write to one of them makes the record stale)
+    prefixes: frozenset = frozenset()
+    stale: bool = False
     #: the body's outputs' metadata by its operands' (a later block on operands like an
     #: earlier one's computes outputs like them: no fake run of the body again)
     outputs: dict = dataclasses.field(default_factory=dict)
@@ -106,70 +128,6 @@ def _has_sibling(out, source: Source, module) -> bool:
     return any(child is not module and type(child) is type(module) for child in children.values())
 
 
-def _path(source: Source | None, root: Source):
-    """The steps from ``root`` to ``source`` (``None`` if ``source`` is not under it)."""
-    steps = []
-    while source is not None and source != root:
-        if not isinstance(source, ChainedSource):
-            return None
-        steps.append(source)
-        source = source.base
-    if source is None:
-        return None
-    return steps[::-1]
-
-
-def _rebase(steps: list, root: Source, memo: dict | None = None) -> Source:
-    """The source at ``steps`` from ``root`` (``memo``: rebased steps by identity, so the
-    chains of many guards share their common prefixes)."""
-    start = 0
-    for i in range(len(steps) - 1, -1, -1) if memo else ():  # the longest rebased prefix
-        known = memo.get(id(steps[i]))
-        if known is not None:
-            root, start = known, i + 1
-            break
-    for step in steps[start:]:
-        root = step.with_base(root)
-        if memo is not None:
-            memo[id(step)] = root
-    return root
-
-
-_MISSING = object()
-
-
-def _walk(steps: list, obj, memo: dict | None = None):
-    """The real value at ``steps`` from ``obj`` (``_MISSING`` where a step fails);
-    ``memo``: values by the identity of their last step, for walks from the same ``obj``
-    (the paths of a block's guards share their prefixes)."""
-    for i in range(len(steps) - 1, -1, -1) if memo else ():  # the longest walked prefix
-        known = memo.get(id(steps[i]), memo)
-        if known is not memo:
-            if known is _MISSING:
-                return _MISSING
-            obj, steps = known, steps[i + 1:]
-            break
-    for step in steps:
-        try:
-            if isinstance(step, AttrSource):
-                obj = getattr(obj, step.attr)
-            elif isinstance(step, GenericAttrSource):
-                obj = object.__getattribute__(obj, step.attr)
-            elif isinstance(step, GetItemSource):
-                obj = obj[step.index.obj if isinstance(step.index, ObjectKey) else step.index]
-            elif isinstance(step, TypeSource):
-                obj = type(obj)
-            else:
-                obj = _MISSING
-        except Exception:  # noqa: BLE001  (the later block lacks it: not the same trace)
-            obj = _MISSING
-        if memo is not None:
-            memo[id(step)] = obj
-        if obj is _MISSING:
-            return _MISSING
-    return obj
-
-
 def _same_tensor_kind(a, b) -> bool:
     return type(a) is type(b) and a.dtype == b.dtype and a.device == b.device and a.shape == b.shape \
         and a.stride() == b.stride() and a.requires_grad == b.requires_grad
@@ -180,14 +138,15 @@ def _identity_like(value) -> bool:
     return isinstance(value, (torch.nn.Module, torch.Tensor))
 
 
-def _rebased_guard(guard: Guard, path, other_path, rec: BlockRecord, module, root: Source,
-                   memo: dict, values: dict, tag: tuple) -> Guard | None:
-    """``guard`` for the later block (``None``: it would not hold the same way);
-    ``values``: the later block's values walked so far (see :func:`_walk`); ``tag``: the
-    rebased guard's ``block``."""
+def _rebased_guard(guard: Guard, path, other_path, first, first_values: dict, obj, values: dict,
+                   root: Source, memo: dict, tag: tuple | None) -> Guard | None:
+    """``guard`` (its source at ``path`` from ``first``, the first block or one of its
+    objects) for the later block's ``obj`` at ``root`` (``None``: it would not hold the same
+    way); ``values``: the later block's values walked so far (see :func:`_walk`); ``tag``:
+    the rebased guard's ``block``."""
     if path is None:
         return guard
-    v0, vi = _walk(path, rec.module, rec.first_values), _walk(path, module, values)
+    v0, vi = _walk(path, first, first_values), _walk(path, obj, values)
     if v0 is _MISSING or vi is _MISSING:
         return None
     source = _rebase(path, root, memo)
@@ -223,7 +182,7 @@ def _rebased_guard(guard: Guard, path, other_path, rec: BlockRecord, module, roo
         return Guard(source, kind, value, None, tag) if isinstance(vi, torch.nn.Module) and not has_hooks(vi) else None
     if kind is GuardKind.OBJECT_ALIASING:
         if other_path is not None:
-            oi = _walk(other_path, module, values)
+            oi = _walk(other_path, obj, values)
             return Guard(source, kind, value, _rebase(other_path, root, memo), tag) \
                 if oi is not _MISSING and oi is vi else None
         return Guard(source, kind, value, other) if vi is v0 else None  # the same outer object
@@ -241,19 +200,60 @@ def _pending_under(out, root: Source) -> bool:
     return False
 
 
+def _is_root(leaf: VariableTracker) -> bool:
+    """An argument passed to the body as it is (its effects recorded): a plain object, a
+    list or a dict."""
+    kind = type(leaf)
+    return kind is UserObjectVariable or kind is ListVariable or \
+        (kind is DictVariable and leaf.python_type() in (dict, collections.OrderedDict))
+
+
+def _flatten(tx, args: list, kwargs: dict) -> tuple[list[VariableTracker], Spec]:
+    """The call's leaves and structure (``(args, kwargs)``): tuples and ``None`` are
+    structure; a list or dict is a leaf (the block may mutate it: it is passed as it is)."""
+    leaves: list[VariableTracker] = []
+
+    def visit(v: VariableTracker) -> Spec:
+        v = v.realize()
+        if isinstance(v, ConstantVariable) and v.value is None:
+            return Spec("none")
+        if type(v) is TupleVariable:
+            return Spec("tuple", v.python_type(), (), tuple(visit(i) for i in v.raw_items()))
+        leaves.append(v)
+        return LEAF
+
+    pos = Spec("tuple", tuple, (), tuple(visit(a) for a in args))
+    kw = Spec("dict", dict, tuple(kwargs), tuple(visit(v) for v in kwargs.values()))
+    return leaves, Spec("tuple", tuple, (), (pos, kw))
+
+
 def _leaf_inputs(tx, leaves):
-    return [input_for(leaf, tx=tx) for leaf in leaves]
+    return [leaf if _is_root(leaf) else input_for(leaf, tx=tx) for leaf in leaves]
 
 
 def _key(module_var, forward, spec, leaves, tx):
-    keys = tuple(_leaf_key(leaf) for leaf in leaves)
+    keys, roots = [], {}
+    for leaf in leaves:
+        if _is_root(leaf):
+            first = roots.setdefault(id(leaf), len(roots))
+            keys.append(("root", type(leaf), leaf.python_type(), is_new(leaf), first))
+        else:
+            keys.append(_leaf_key(leaf))
     if any(k is None for k in keys):
         return None
     fn = getattr(forward.realize(), "fn_var", None)
     fn_value = fn.as_python_constant() if fn is not None and fn.is_python_constant() else None
     if fn_value is None:
         return None
-    return type(module_var.value), fn_value, spec, keys
+    return type(module_var.value), fn_value, spec, tuple(keys)
+
+
+def _note_foreign(out) -> None:
+    """Count a mutation logged since the last replayed block effects (``block_epoch``)."""
+    mark = out.side_effects.mark()
+    if mark != out.block_mark:
+        out.block_epoch += 1
+        out.block_mark = mark
 
 
 def call_block(tx, module_var, forward, args: list, kwargs: dict) -> VariableTracker | None:
@@ -264,24 +264,30 @@ def call_block(tx, module_var, forward, args: list, kwargs: dict) -> VariableTra
     if not config.reuse_repeated_blocks or in_body() or source is None or not _is_block(source) \
             or out.checkpointing or has_hooks(module_var.value) or _pending_under(out, source):
         return None
-    leaves, spec = tree_flatten(tx, TupleVariable([TupleVariable(list(args)), DictVariable(dict(kwargs))]))
+    leaves, spec = _flatten(tx, args, kwargs)
     key = _key(module_var, forward, spec, leaves, tx)
     if key is None:
         return None
+    _note_foreign(out)
     record = out.block_records.get(key)
     if record is _FAILED:
         return None
+    roots = [leaf for leaf in leaves if _is_root(leaf)]
     if record is None:
         if not _has_sibling(out, source, module_var.value):
             return None  # nothing else in its container could reuse a body
-        record = _trace_first(tx, module_var, forward, leaves, spec, key)
-        if record is None:
+        traced = _trace_first(tx, module_var, forward, leaves, spec, key)
+        if traced is None:
             return None
+        record, view = traced
         lifted = [node for node, _, _ in record.lifted]
     else:
-        if out.side_effects.mark() != record.mark:  # something changed since: trace it
+        if record.stale or record.epoch != out.block_epoch:  # something changed since: trace it
             return None
-        lifted = _map_to(tx, record, module_var)
+        view = record.effects.verify(tx, module_var.value, roots)
+        if view is None:
+            return None
+        lifted = _map_to(tx, record, module_var, view)
         if lifted is None:
             return None
     explicit = [leaf.node for leaf in leaves if isinstance(leaf, (TensorVariable, SymNodeVariable))]
@@ -289,7 +295,34 @@ def call_block(tx, module_var, forward, args: list, kwargs: dict) -> VariableTra
     example = _fake_outputs(out, record, node_args)
     result = out.record(tx, invoke_region, node_args, example)
     items = list(result.items) if isinstance(result, (TupleVariable, ListVariable)) else [result]
-    return tree_unflatten(record.body.out_spec, items)
+    if record.effects.ops:
+        written = replay(tx, record.effects, view, module_var, items, leaves)
+        _note_written(out, written)
+    out.block_mark = out.side_effects.mark()
+    return tree_unflatten(record.body.out_spec, items[:len(items) - record.body.n_extra])
+
+
+def _note_written(out, written: list) -> None:
+    """Remember the objects that existed before the call a replayed block effect wrote
+    (``OutputGraph.block_written``: a later block that reads one of them through its module
+    is traced, see :func:`_map_to`); records whose guards read one of them through another
+    path are stale (their first body read it as it was)."""
+    sources = set()
+    for var in written:
+        obj = getattr(var, "obj", None)
+        for tracker in (var, obj):
+            if tracker is None:
+                continue
+            real = out.side_effects.existing_value(tracker)
+            if real is not None:
+                out.block_written[id(real[0])] = real[0]
+            if tracker.source is not None:
+                sources.add(tracker.source)
+    if not sources:
+        return
+    for record in out.block_records.values():
+        if isinstance(record, BlockRecord) and not record.stale and not sources.isdisjoint(record.prefixes):
+            record.stale = True
 
 
 def _fake_outputs(out, record: BlockRecord, node_args: tuple) -> tuple:
@@ -335,46 +368,85 @@ def _operands_key(out, nodes) -> tuple | None:
     return tuple(key)
 
 
-def _trace_first(tx, module_var, forward, leaves, spec, key) -> BlockRecord | None:
+def _trace_first(tx, module_var, forward, leaves, spec, key) -> tuple[BlockRecord, object] | None:
     out = tx.output
     root = module_var.source
+    effects = BlockEffects(tx, module_var, [leaf for leaf in leaves if _is_root(leaf)])
     try:
         with out.recording_reads() as reads:
-            body = trace_body(tx, "block", forward, _leaf_inputs(tx, leaves), spec, with_kwargs=True)
+            body = trace_body(tx, "block", forward, _leaf_inputs(tx, leaves), spec, with_kwargs=True,
+                              effects=effects)
     except Unsupported:
         out.block_records[key] = _FAILED
         return None
+    finally:
+        effects.rollback()  # (its effects are replayed, on every block alike)
     if any(not isinstance(leaf, (TensorVariable, SymNodeVariable)) and not leaf.is_python_constant()
            for leaf in body.out_leaves) or any("ac_graph_id" in n.meta for n in body.gm.graph.nodes):
         # (a block that checkpoints itself: its tagged ops belong in the calling graph)
         out.block_records[key] = _FAILED
         return None
+    record = effects.record()
     sources = {r for r in reads if isinstance(r, Source)}
-    guards = {id(g): g for g in reads if isinstance(g, Guard)}
+    guards = {id(g): g for g in reads if isinstance(g, Guard) and id(g) not in effects.param_guards}
     for g in out.guards.values():  # guards made before the block on what it read
-        if g.source in sources or g.other in sources:
+        if (g.source in sources or g.other in sources) and id(g) not in effects.param_guards:
             guards.setdefault(id(g), g)
-    recorded = []
+    recorded, arg_guards, outside = [], [], set()
     for g in guards.values():
         if g.kind is GuardKind.NO_ALIASING and any(_path(s, root) is not None for s in g.value) or \
                 g.kind is GuardKind.WRITTEN_APART and any(_path(s, root) is not None for s in (*g.value[0], *g.value[1])):
             out.block_records[key] = _FAILED  # (distinctness of the block's own tensors: rare)
             return None
-        recorded.append((g, _path(g.source, root), _path(g.other, root)))
+        path, other_path = _path(g.source, root), _path(g.other, root)
+        if path is None and other_path is None and record.watched:
+            under = _under_watched(g.source, record.watched)
+            if under is not None:
+                other = _under_watched(g.other, record.watched) if g.other is not None else None
+                if other is not None and other[0] != under[0]:
+                    out.block_records[key] = _FAILED  # (aliasing between two objects it was given: rare)
+                    return None
+                arg_guards.append((g, under[0], under[1], None if other is None else other[1]))
+                continue
+        if path is None and other_path is None:
+            for s in (g.source, g.other):
+                while s is not None:
+                    outside.add(s)
+                    s = s.base if isinstance(s, ChainedSource) else None
+        recorded.append((g, path, other_path))
     lifted = []
     for node in body.lifted:
+        read = record.read_nodes.get(node)
+        if read is not None:
+            lifted.append((node, read, "val"))
+            continue
         origin = node.meta.get("origin") if node.op == "get_attr" else node.meta.get("source") \
             if node.op == "placeholder" else None
         path = _path(origin, root) if origin is not None else None
         lifted.append((node, path, node.op if path is not None else None))
     attr = out.install_body(body.gm)
-    record = BlockRecord(module_var.value, root, body, attr, f"{BLOCK_ID_PREFIX}{out.next_region_id()}", recorded, lifted,
-                         out.side_effects.mark())
-    out.block_records[key] = record
-    return record
+    block = BlockRecord(module_var.value, root, body, attr, f"{BLOCK_ID_PREFIX}{out.next_region_id()}", recorded,
+                        lifted, record, arg_guards, out.block_epoch, frozenset(outside))
+    out.block_records[key] = block
+    return block, effects.first_view()
 
 
-def _map_to(tx, record: BlockRecord, module_var) -> list | None:
+def _under_watched(source: Source | None, watched: dict) -> tuple[int, list] | None:
+    """``(alias number, path)`` of the longest source in ``watched`` that ``source`` is
+    under (an object a block was given that existed before the call)."""
+    steps = []
+    while source is not None:
+        n = watched.get(source)
+        if n is not None:
+            return n, steps[::-1]
+        if not isinstance(source, ChainedSource):
+            return None
+        steps.append(source)
+        source = source.base
+    return None
+
+
+def _map_to(tx, record: BlockRecord, module_var, view) -> list | None:
     """The lifted values for a later block, after its guards were re-evaluated (``None``:
     they differ, trace it)."""
     out = tx.output
@@ -384,12 +456,23 @@ def _map_to(tx, record: BlockRecord, module_var) -> list | None:
         if path is None and other_path is None:
             continue  # not reached from the block: holds for every block alike
         # (each rebased guard tagged: the first block's guard ``index`` on this block)
-        rebased = _rebased_guard(guard, path, other_path, record, module, root, memo, values, (record, index, root))
+        rebased = _rebased_guard(guard, path, other_path, record.module, record.first_values, module, values,
+                                 root, memo, (record, index, root))
         if rebased is None:
             return None
         new_guards.append(rebased)
+    if out.block_written and (id(module) in out.block_written or any(
+            id(v) in out.block_written for v in values.values() if v is not _MISSING)):
+        return None  # (it reads an object an earlier block's replayed effects changed: as it is now)
+    if record.arg_guards and not _rebase_arg_guards(out, record, view, new_guards):
+        return None
+    for (path, _), value in zip(record.effects.params, view.params, strict=True):
+        new_guards.append(Guard(_rebase(path, root, memo), GuardKind.CONSTANT_MATCH, value))
     lifted = []
     for node, path, how in record.lifted:
+        if how == "val":
+            lifted.append(view.vals[path].node)
+            continue
         if path is None:
             lifted.append(node)
             continue
@@ -403,6 +486,27 @@ def _map_to(tx, record: BlockRecord, module_var) -> list | None:
             lifted.append(VariableTracker.build(tx, value, source, realize=True).node)
     out.add_guards(new_guards)
     return lifted
+
+
+def _rebase_arg_guards(out, record: BlockRecord, view, new_guards: list) -> bool:
+    """The first body's guards on objects it was given (that existed before the call),
+    rebased onto the later block's objects (walked: ``view``)."""
+    side_effects = out.side_effects
+    firsts, memos = {}, {}
+    for guard, n, path, other_path in record.arg_guards:
+        obj = view.objs[n]
+        real = side_effects.existing_value(obj)
+        if obj.source is None or real is None:
+            return False
+        if n not in firsts:
+            firsts[n] = (record.effects.first_real[n], {}, {}, {})
+        first, first_values, values, memo = firsts[n]
+        rebased = _rebased_guard(guard, path, other_path, first, first_values, real[0], values, obj.source,
+                                 memo, None)
+        if rebased is None:
+            return False
+        new_guards.append(rebased)
+    return True
 
 
 FORWARD_CALL_HOOKS.append(call_block)
