@@ -13,6 +13,9 @@ with torch.compile where there is a counterpart.
    it is behind the guards of the path it took, side by side with torch.compile.
 3. A loop over four blocks with a graph break inside it (the frame runs in Python; each
    block's ``forward`` is compiled): per-call time of graphjit and torch.compile.
+4. A ``forward`` that starts with that loop and has ops after it (issue 32, item 4): the
+   loop runs in Python, then a resume function's graph (torch.compile skips the frame and
+   runs the ops after the loop in Python): per-call time and graph counts.
 
 Medians over interleaved rounds; the GC is paused while timing.  Markdown to stdout.
 """
@@ -165,6 +168,38 @@ def loop_with_break(rounds: int) -> dict[str, float]:
     return out
 
 
+class LoopFirstNet(LoopNet):
+    """LoopNet with ops after the loop: nothing before the break, a graph after the loop."""
+
+    def __init__(self):
+        super().__init__()
+        self.head = nn.Linear(16, 4)
+
+    def forward(self, x):
+        for i, block in enumerate(self.blocks):
+            x = block(x)
+            note(i)  # the first break, before anything to compile
+        h = self.head(torch.relu(x))
+        return (h - h.mean(-1, keepdim=True)).softmax(-1) * 2 + 1
+
+
+def loop_first(rounds: int) -> dict[str, float]:
+    graphjit.reset()
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    net = LoopFirstNet()
+    x = torch.randn(2, 16)
+    gj_graphs, tc_graphs = [], []
+    gj = graphjit.compile(net, backend=lambda gm, i: gj_graphs.append(gm) or gm.forward)
+    tc = torch.compile(net, backend=lambda gm, i: tc_graphs.append(gm) or gm.forward)
+    with torch.no_grad():
+        assert torch.allclose(gj(x), net(x)) and torch.allclose(tc(x), net(x))
+        s = interleaved({"eager": net, "graphjit": gj, "torch.compile": tc}, (x,), rounds, 50)
+    out = {k: median(v) for k, v in s.items()}
+    out["graphs_gj"], out["graphs_tc"] = len(gj_graphs), len(tc_graphs)
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
@@ -191,6 +226,12 @@ def main(argv=None) -> int:
           f"{r['graphjit'] / r['eager']:.3f} | {r['torch.compile'] / r['eager']:.3f} |")
     r = loop_with_break(rounds)
     print("\n## A graph break inside a loop over 4 blocks (µs per call)\n")
+    print("| eager | graphjit | torch.compile | gj / tc | graphs gj | graphs tc |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    print(f"| {r['eager'] / 1e3:.1f} | {r['graphjit'] / 1e3:.1f} | {r['torch.compile'] / 1e3:.1f} | "
+          f"{r['graphjit'] / r['torch.compile']:.3f} | {r['graphs_gj']} | {r['graphs_tc']} |")
+    r = loop_first(rounds)
+    print("\n## A forward starting with that loop, ops after it (µs per call)\n")
     print("| eager | graphjit | torch.compile | gj / tc | graphs gj | graphs tc |")
     print("|---:|---:|---:|---:|---:|---:|")
     print(f"| {r['eager'] / 1e3:.1f} | {r['graphjit'] / 1e3:.1f} | {r['torch.compile'] / 1e3:.1f} | "

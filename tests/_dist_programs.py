@@ -121,6 +121,24 @@ class Stack(torch.nn.Module):
         return self.head(h)
 
 
+class LoopFirst(torch.nn.Module):
+    """A forward whose first graph break (the call of a sharded block, in the loop) comes
+    before any op, with ops after the loop."""
+
+    def __init__(self, blocks: int = 3, width: int = 8) -> None:
+        super().__init__()
+        self.blocks = torch.nn.ModuleList([Block(width) for _ in range(blocks)])
+        self.head = torch.nn.Linear(width, 4)
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return self.head(torch.relu(x)) * 2
+
+
+MODELS = {"stack": Stack, "loop_first": LoopFirst}
+
+
 # -- DDP ---------------------------------------------------------------------------------------
 
 def ddp_graphs_torch_compile(rank, world_size, wrap="outer", cap_mb=1.0, layers=10, width=200):
@@ -216,9 +234,9 @@ def ddp_inside_traced_code(rank, world_size):
 
 # -- FSDP2 -------------------------------------------------------------------------------------
 
-def _fsdp_model(reshard: bool, mixed: bool) -> Stack:
+def _fsdp_model(reshard: bool, mixed: bool, model: str = "stack") -> torch.nn.Module:
     torch.manual_seed(0)
-    model = Stack()
+    model = MODELS[model]()
     policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if mixed \
         else MixedPrecisionPolicy()
     for block in model.blocks:
@@ -227,11 +245,11 @@ def _fsdp_model(reshard: bool, mixed: bool) -> Stack:
     return model
 
 
-def fsdp_train(rank, world_size, reshard=True, mixed=False, backend="eager", steps=3):
+def fsdp_train(rank, world_size, reshard=True, mixed=False, backend="eager", steps=3, model="stack"):
     """Eager FSDP2 and compiled FSDP2 side by side (per-block and root ``fully_shard``),
     Adam; local shards of gradients and parameters compared after every step."""
     graphjit.reset()
-    eager, comp = _fsdp_model(reshard, mixed), _fsdp_model(reshard, mixed)
+    eager, comp = _fsdp_model(reshard, mixed, model), _fsdp_model(reshard, mixed, model)
     counter = Counting(backend)
     net = graphjit.compile(comp, backend=counter)
     opt_e = torch.optim.Adam(eager.parameters(), lr=1e-2)
@@ -257,10 +275,10 @@ def fsdp_train(rank, world_size, reshard=True, mixed=False, backend="eager", ste
             "skipped": [(f.name, f.reason) for f in stats["skipped_frames"]], "recompiles": stats["recompiles"]}
 
 
-def fsdp_graphs_torch_compile(rank, world_size):
+def fsdp_graphs_torch_compile(rank, world_size, model="stack"):
     torch._dynamo.reset()
     counter = Counting()
-    net = torch.compile(_fsdp_model(True, False), backend=counter)
+    net = torch.compile(_fsdp_model(True, False, model), backend=counter)
     net(_data(rank, 0, (4, 8))).pow(2).mean().backward()
     torch._dynamo.reset()
     return counter.frame_count

@@ -296,6 +296,24 @@ def test_fsdp2_trains_like_eager(world, options):
     assert out["breaks"] == 1 and "FSDP2's hooks run in Python" in out["break_reasons"][0]
 
 
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_fsdp2_forward_whose_first_break_precedes_any_op(world, backend):
+    """The root's ``forward`` starts with the loop over its sharded blocks (each call breaks
+    at FSDP2's hooks): the loop runs in Python and a resume function compiles what follows
+    it (the head); torch.compile skips that frame (a graph break in a loop) and compiles the
+    blocks' forward only (as graphjit did before)."""
+    out = same_on_all_ranks(run(world, "fsdp_train", model="loop_first", backend=backend))
+    # the blocks' forward twice: the first block's input does not require grad, the others' do
+    assert out["graphs"] == 3 and out["recompiles"] == 1, out
+    assert out["entries"][:2] == ["Block.forward", "Block.forward"], out
+    assert out["entries"][2].startswith("__resume_at_"), out  # the head, after the loop
+    assert out["dtensor_inputs"] == 0, out
+    assert not [name for name, _ in out["skipped"] if name.startswith("LoopFirst")], out
+    assert out["breaks"] == 1 and "FSDP2's hooks run in Python" in out["break_reasons"][0], out
+    # torch.compile: the blocks' two graphs, LoopFirst.forward skipped (graphjit before: the same)
+    assert same_on_all_ranks(run(world, "fsdp_graphs_torch_compile", model="loop_first")) == 2
+
+
 def test_fsdp2_torch_compile_makes_fewer_graphs(world):
     """(What torch.compile makes of the same model, for the record: graphjit compiles the
     blocks too.)"""

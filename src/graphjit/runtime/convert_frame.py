@@ -39,6 +39,7 @@ from ..graph.compile import (
     prefix_instructions,
 )
 from ..graph.output_graph import OutputGraph
+from ..graph.region_resume import RegionExit, eager_code_with_exit, region_exit
 from ..graph.shapes import ShapePolicy
 from ..graph.shared_graphs import SharedGraphs
 from ..report import record
@@ -192,7 +193,7 @@ def convert_frame(fn: types.FunctionType, args: tuple, kwargs: dict, hooks: Hook
                 raise
             # the code after a resumable break could not be generated: break earlier
             del speculation[bp.step]
-            tx.record_step_break(bp.step, e)
+            tx.record_step_break(bp.step, e, bp.index)
     raise InternalError(f"{fn.__qualname__}: tracing restarted more than {MAX_RESTARTS} times")
 
 
@@ -233,14 +234,22 @@ def build_entry(fn, tx: InstructionTranslator, output: OutputGraph, global_state
         # guarded entry, so a call taking another path, maybe to tensor code, is traced)
         return _passthrough_entry(fn, output, global_state, hooks, closure_arg, f_args)
     if bp is not None and bp.kind == "step" and output.count_calls() == 0:
-        _record_break(fn, bp)
         if bp.reason.user_error:  # this call raises: run it as it is, trace the next one
+            _record_break(fn, bp)
             return EAGER_THIS_CALL
-        # nothing before the break: the frame runs in Python, its calls intercepted
+        # nothing before the break: the frame runs in Python, its calls intercepted, up to
+        # the end of the region that broke, then a resume function (graph/region_resume.py)
+        exit = region_exit(code, tx.instructions, bp.failed_index, tx.loop_indices()) \
+            if bp.failed_index is not None and hooks.resolve is not None else "it is not known where it broke"
+        if isinstance(exit, RegionExit):
+            _record_break(fn, bp, f"the frame runs in Python up to line {exit.lineno} (its calls "
+                                  "compiled), then a resume function")
+            return _region_entry(fn, tx, output, hooks, closure_arg, exit)
+        _record_break(fn, bp)
         where = bp.reason.user_stack[-1] if bp.reason.user_stack else None
         at = f" at {where.filename}:{where.lineno}" if where else ""
-        return RunEagerly(f"graph break before anything to compile ({bp.reason.instruction or bp.inst.opname}{at}): "
-                          f"{bp.reason.reason}")
+        return RunEagerly(f"graph break before anything to compile ({bp.reason.instruction or bp.inst.opname}{at}), "
+                          f"{exit}: {bp.reason.reason}")
     initial_grad = global_state[0].expected
     final_grad = output.grad_enabled
     if final_grad != initial_grad:  # graphs leave global state as they found it
@@ -311,6 +320,21 @@ def build_entry(fn, tx: InstructionTranslator, output: OutputGraph, global_state
             if isinstance(arg.example, torch.Tensor):
                 arg.example = None
     return CacheEntry(guard, new_fn, graphs)
+
+
+def _region_entry(fn, tx: InstructionTranslator, output: OutputGraph, hooks: Hooks, closure_arg: bool,
+                  exit: RegionExit) -> CacheEntry:
+    """The entry of a frame run in Python up to ``exit``, then resumed: its code reads
+    nothing the trace saw, so its guard checks nothing (but the defaults it binds)."""
+    code = fn.__code__
+    new_code = eager_code_with_exit(code, tx.instructions, exit, hooks.resolve,
+                                    lambda c: _resume(hooks, output, c, fn))
+    new_fn = types.FunctionType(new_code, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+    new_fn.__kwdefaults__ = fn.__kwdefaults__
+    new_fn.__qualname__ = fn.__qualname__
+    guard = build_guard_function([], code, fn, [], closure_arg=closure_arg, check_defaults=not closure_arg)
+    _log_entry(code, new_code, [], guard)
+    return CacheEntry(guard, new_fn, [])
 
 
 def graph_callable(gm: torch.fx.GraphModule, fn: Callable) -> Callable:
@@ -544,7 +568,7 @@ def _record_eager_call(fn, reason: str) -> None:
     logs.emit("graph_breaks", f"Not tracing this call of {frame}")
 
 
-def _record_break(fn, bp) -> None:
+def _record_break(fn, bp, resumed: str | None = None) -> None:
     if bp.reason.user_error:  # the program raises there: not a graph break
         logs.emit("graph_breaks", f"{fn.__qualname__} raises ({bp.kind}): {bp.reason}")
         return
@@ -552,7 +576,7 @@ def _record_break(fn, bp) -> None:
         return
     if bp.reason.instruction is None:
         bp.reason.instruction = bp.inst.opname
-    bp.reason.resumed = _RESUMED[bp.kind]
+    bp.reason.resumed = resumed or _RESUMED[bp.kind]
     stats.bump("graph_breaks")
     stats.record("break_reasons", drop_tracebacks(bp.reason))  # (not the trace's frames)
     logs.emit("graph_breaks", f"Graph break in {fn.__qualname__} at {bp.reason.instruction} "

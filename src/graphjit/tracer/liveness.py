@@ -54,3 +54,32 @@ def live_in_sets(insts) -> list[frozenset[str]]:
 
 def live_locals(insts, index: int) -> frozenset[str]:
     return live_in_sets(insts)[index]
+
+
+def bound_in_sets(insts, initial: frozenset[str]) -> list[frozenset[str] | None]:
+    """``bound[i]``: fast locals bound on *every* path from the first instruction to
+    ``insts[i]`` (``initial``: the arguments), ``None`` where ``i`` is unreachable.  A
+    handler is reached from the middle of an instruction: its store may not have run."""
+    index_of = {id(inst): i for i, inst in enumerate(insts)}
+    bound: list[frozenset[str] | None] = [None] * len(insts)
+    if not insts:
+        return bound
+    bound[0] = initial
+    work = [0]
+    while work:
+        i = work.pop()
+        inst, before = insts[i], bound[i]
+        after = before
+        if inst.opname == "STORE_FAST":
+            after = before | {inst.argval}
+        elif inst.opname == "DELETE_FAST":
+            after = before - {inst.argval}
+        flows = [(s, after) for s in _successors(insts, i, index_of)]
+        if inst.exn_tab_entry is not None:  # (its handler is the last successor)
+            flows[-1] = (flows[-1][0], before & after)
+        for s, state in flows:
+            new = state if bound[s] is None else bound[s] & state
+            if new != bound[s]:
+                bound[s] = new
+                work.append(s)
+    return bound

@@ -567,6 +567,7 @@ class Speculation:
 
     kind: str
     reason: Unsupported
+    failed_index: int | None = None  # (a step break: the instruction that could not be traced)
 
 
 @dataclasses.dataclass
@@ -580,6 +581,9 @@ class BreakPoint:
     stack: list
     reason: Unsupported
     kw_names: tuple | None = None
+    #: a step break: the index of the instruction that could not be traced (``index`` is
+    #: the empty-stack point before it where the graph ends)
+    failed_index: int | None = None
 
     def __repr__(self) -> str:
         return f"BreakPoint({self.kind} at {self.inst.opname}@{self.inst.offset}: {self.reason.reason})"
@@ -702,7 +706,7 @@ class InstructionTranslator(TranslatorBase):
         if spec is not None:
             inst = self.instructions[self.ip]
             self.break_point = BreakPoint(spec.kind, inst, self.ip, k, list(self.stack),
-                                          spec.reason, self.kw_names)
+                                          spec.reason, self.kw_names, spec.failed_index)
             self.done = True
             return
         if not self.stack and self.kw_names is None:
@@ -719,7 +723,7 @@ class InstructionTranslator(TranslatorBase):
             if self.can_resume_at(index):
                 self.speculation[k] = Speculation("resume", reason)
             else:  # (also under fullgraph: the user's exception is not a graph break)
-                self.record_step_break(k, reason)
+                self.record_step_break(k, reason, index)
             raise RestartAnalysis() from None
         except Unsupported as e:
             if self.fullgraph:
@@ -730,19 +734,20 @@ class InstructionTranslator(TranslatorBase):
             if self.can_resume_at(index):
                 self.speculation[k] = Speculation("resume", e)
             else:
-                self.record_step_break(k, e)
+                self.record_step_break(k, e, index)
             raise RestartAnalysis() from None
 
-    def record_step_break(self, k: int, reason: Unsupported) -> None:
-        """Break at the last empty-stack point before step ``k``; the rest runs eagerly."""
+    def record_step_break(self, k: int, reason: Unsupported, failed_index: int | None = None) -> None:
+        """Break at the last empty-stack point before step ``k`` (the instruction at
+        ``failed_index``); the rest runs eagerly."""
         earlier = [c for c, _ in self.checkpoints if c <= k]
-        self.speculation[earlier[-1] if earlier else 1] = Speculation("step", reason)
+        self.speculation[earlier[-1] if earlier else 1] = Speculation("step", reason, failed_index)
 
     def can_resume_at(self, index: int) -> bool:
         inst = self.instructions[index]
         if inst.opname not in RESUMABLE:
             return False
-        if index in self._loops():
+        if index in self.loop_indices():
             return False
         # inside ``with`` blocks only if they are grad-mode blocks or torch-function mode
         # blocks: the instruction runs outside the block's cleanup, and only their effect
@@ -753,7 +758,8 @@ class InstructionTranslator(TranslatorBase):
             0 <= p < len(self.stack) and (isinstance(self.stack[p], WithExitVariable)
                                           or resumable_exit(self.stack[p])) for p in exits)
 
-    def _loops(self) -> frozenset[int]:
+    def loop_indices(self) -> frozenset[int]:
+        """Indices of the instructions inside a loop body (cached per instruction list)."""
         loops = _LOOPS.get(id(self.instructions))
         if loops is None or loops[0] is not self.instructions:
             loops = _LOOPS[id(self.instructions)] = (self.instructions, _loop_indices(self.instructions))
