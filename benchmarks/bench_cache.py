@@ -138,30 +138,39 @@ def run_child(model: str, backend: str, cache_dir: str, inductor_dir: str) -> di
     return out
 
 
-def section_cache(models, backends) -> list[dict]:
+def section_cache(models, backends, runs: int = 1) -> list[dict]:
     rows = []
-    print("\n## Cold vs warm process (first call, seconds; frames traced)\n")
+    print(f"\n## Cold vs warm process (first call, seconds, median of {runs}; frames traced)\n")
     print("| model | backend | cold first call | warm first call | warm/cold | frames cold / warm | "
           "frames written | process cold / warm | == eager | changed parameters == eager |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for backend in backends:
         for model in models:
-            with tempfile.TemporaryDirectory() as d:
-                cache, ind = os.path.join(d, "graphjit"), os.path.join(d, "inductor")
-                log(f"cache: {model} {backend} cold")
-                cold = run_child(model, backend, cache, ind)
-                log(f"cache: {model} {backend} warm")
-                warm = run_child(model, backend, cache, ind)
+            colds, warms = [], []
+            for r in range(runs):
+                with tempfile.TemporaryDirectory() as d:
+                    cache, ind = os.path.join(d, "graphjit"), os.path.join(d, "inductor")
+                    log(f"cache: {model} {backend} cold ({r + 1}/{runs})")
+                    cold = run_child(model, backend, cache, ind)
+                    log(f"cache: {model} {backend} warm ({r + 1}/{runs})")
+                    warm = run_child(model, backend, cache, ind)
+                if "error" in cold or "error" in warm:
+                    break
+                colds.append(cold)
+                warms.append(warm)
             if "error" in cold or "error" in warm:
                 print(f"| {model} | {backend} | error: {(cold.get('error') or warm.get('error'))[-80:]!r} |")
                 continue
-            ratio = warm["first_s"] / cold["first_s"]
-            rows.append({"model": model, "backend": backend, "cold": cold, "warm": warm, "ratio": ratio})
-            print(f"| {model} | {backend} | {cold['first_s']:.3f} | {warm['first_s']:.3f} | {ratio:.3f} | "
+            c_first, w_first = median([c["first_s"] for c in colds]), median([w["first_s"] for w in warms])
+            ratio = w_first / c_first
+            same = all(x["same"] for x in colds + warms)
+            changed = all(x["changed_same"] for x in colds + warms)
+            rows.append({"model": model, "backend": backend, "cold": colds, "warm": warms, "ratio": ratio,
+                         "cold_s": c_first, "warm_s": w_first})
+            print(f"| {model} | {backend} | {c_first:.3f} | {w_first:.3f} | {ratio:.3f} | "
                   f"{cold['frames']} / {warm['frames']} | {cold['written']} / {cold['frames']} | "
-                  f"{cold['process_s']:.1f} / {warm['process_s']:.1f} | "
-                  f"{'yes' if cold['same'] and warm['same'] else 'NO'} | "
-                  f"{'yes' if cold['changed_same'] and warm['changed_same'] else 'NO'} |")
+                  f"{median([c['process_s'] for c in colds]):.1f} / {median([w['process_s'] for w in warms]):.1f} | "
+                  f"{'yes' if same else 'NO'} | {'yes' if changed else 'NO'} |")
             for why in cold["not_written"]:
                 log(f"  not written: {why}")
     for backend in backends:
@@ -551,6 +560,7 @@ def main() -> None:
     p.add_argument("--depth-runs", type=int, default=10, help="depth_cpu section: interleaved rounds")
     p.add_argument("--depth-systems", default="graphjit",
                    help="depth_cpu section: graphjit,torch.compile (torch.compile: ~3 s a 24-layer run)")
+    p.add_argument("--cache-runs", type=int, default=3, help="cache section: cold/warm process pairs per model")
     p.add_argument("--write-rounds", type=int, default=5, help="write section: processes per setting")
     p.add_argument("--depth-models", default="gpt2,llama", help="depth_process section: gpt2,llama")
     p.add_argument("--process-runs", type=int, default=3, help="depth_process section: processes per cell")
@@ -574,7 +584,7 @@ def main() -> None:
     out = {}
     sections = a.sections.split(",")
     if "cache" in sections:
-        out["cache"] = section_cache(models, ["eager"] + (["inductor"] if a.inductor else []))
+        out["cache"] = section_cache(models, ["eager"] + (["inductor"] if a.inductor else []), a.cache_runs)
     if "write" in sections:
         out["write"] = section_write(models, a.write_rounds)
     if "guards" in sections:

@@ -26,3 +26,7 @@ __all__ = [
     "is_compiling", "mark_dynamic", "mark_static", "mark_unbacked", "maybe_mark_dynamic", "report",
 ]
 __version__ = "0.1.0"
+
+from .cache import prefetch as _prefetch_cache_key  # noqa: E402
+
+_prefetch_cache_key()  # (graphjit's sources' digest, hashed beside the program's start)

@@ -7,6 +7,7 @@ from typing import Any, Callable
 
 import torch
 
+from . import cache as _cache
 from .backends.registry import list_backends, register_backend
 from .runtime import stats as _stats
 from .runtime.call_forms import canonical_call
@@ -109,6 +110,7 @@ def compile(model: Callable | None = None, *, fullgraph: bool = False, dynamic: 
         return lambda fn: compile(fn, **opts, disable=disable)
     if disable:
         return model
+    _cache.prefetch()
     if isinstance(model, torch.nn.Module):
         return CompiledModule(model, **opts)
     if isinstance(model, types.MethodType):

@@ -67,6 +67,9 @@ def eager(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
     return gm.forward
 
 
+eager.graphjit_runs_graph = True  # reads neither its example inputs nor the fake mode
+
+
 def _boxed_nop(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
     from torch._functorch.aot_autograd import make_boxed_func
 

@@ -47,7 +47,7 @@ from ..diagnostics import logs
 from ..exc import InternalError
 from . import store, writer
 from .entries import EntryPayload, SessionRefs, arg_types, capture
-from .key import entry_key
+from .key import entry_key, prefetch_digest
 from .portable import NotCacheable, Stale, dumps, loads
 
 
@@ -55,6 +55,14 @@ def cache_dir() -> str | None:
     """The directory entries are kept in (``None``: the cache is off)."""
     root = config.cache_dir
     return os.path.expanduser(root) if root else None
+
+
+def prefetch() -> None:
+    """With the cache on, start computing what every key hashes of the system (graphjit's
+    sources' digest) in the background: ``graphjit.compile`` calls it, so a warm
+    process's first call finds it done."""
+    if cache_dir() and _reads:
+        prefetch_digest()
 
 
 def clear() -> None:

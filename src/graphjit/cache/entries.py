@@ -153,7 +153,9 @@ class _CompileOnFirstCall:
     def __call__(self, *args):
         compiled = self.compiled
         with self.lock:
-            if compiled.fn is self:
+            if compiled.fn is self and getattr(self.compiler_fn, "graphjit_runs_graph", False):
+                compiled.fn = self.finish(compiled.gm, self.compiler_fn(compiled.gm, list(args)))
+            elif compiled.fn is self:
                 # the inputs faked with static sizes, as the trace faked them (a backend
                 # faking them again gets these); inductor's FX graph cache wants a ShapeEnv
                 fake_mode = FakeTensorMode(shape_env=ShapeEnv())

@@ -88,9 +88,11 @@ def build_graph_module(record: GraphRecord) -> torch.fx.GraphModule:
         node.meta.update(meta)
         env[name] = node
     root = torch.nn.Module()
+    bodies = {}
     for name, kind, value in record.attrs:
-        if kind == "body":
-            root.add_module(name, build_graph_module(value))
+        if kind == "body":  # (a stand-in while the outer module is made: its code is generated once)
+            bodies[name] = build_graph_module(value)
+            root.add_module(name, torch.nn.Module())
         elif kind == "module":
             root.add_module(name, value)
         elif kind == "parameter":
@@ -100,6 +102,8 @@ def build_graph_module(record: GraphRecord) -> torch.fx.GraphModule:
         else:
             setattr(root, name, value)
     gm = torch.fx.GraphModule(root, graph, class_name=record.class_name)
+    for name, body in bodies.items():
+        gm._modules[name] = body
     gm.meta.update(record.meta)
     return gm
 

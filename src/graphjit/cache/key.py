@@ -14,10 +14,10 @@ made (a backend that is not found by its name) is ``None``: nothing is read or w
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import os
 import sys
+import threading
 import types
 from typing import Any
 
@@ -31,9 +31,11 @@ _NOT_IN_KEY = frozenset({"cache_dir", "cache_trusted", "cache_key_file", "debug_
                          "suppress_errors"})
 
 
-@functools.lru_cache(maxsize=None)
-def graphjit_digest() -> str:
-    """A digest of graphjit's own source files (computed once per process)."""
+_digest: str | None = None
+_digest_lock = threading.Lock()
+
+
+def _compute_digest() -> str:
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     h = hashlib.sha256()
     for dirpath, dirnames, filenames in os.walk(root):
@@ -45,6 +47,32 @@ def graphjit_digest() -> str:
                 with open(path, "rb") as f:
                     h.update(f.read())
     return h.hexdigest()[:32]
+
+
+def graphjit_digest() -> str:
+    """A digest of graphjit's own source files (computed once per process; reading and
+    hashing release the GIL, so :func:`prefetch_digest` computes it beside the program)."""
+    global _digest
+    if _digest is None:
+        with _digest_lock:
+            if _digest is None:
+                _digest = _compute_digest()
+    return _digest
+
+
+def prefetch_digest() -> None:
+    """Start computing :func:`graphjit_digest` in a daemon thread (``graphjit.compile``
+    calls it with the cache on: the program builds its model meanwhile)."""
+    if _digest is None and not _digest_lock.locked():
+        threading.Thread(target=graphjit_digest, name="graphjit-digest", daemon=True).start()
+
+
+def _after_fork() -> None:  # a lock a thread held at the fork is never released in the child
+    global _digest_lock
+    _digest_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork)
 
 
 def system_details() -> tuple:

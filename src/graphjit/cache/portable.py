@@ -153,7 +153,28 @@ def _runtime_registry() -> dict[str, Any]:
 _RUNTIME: dict[str, Any] = {}
 
 
-def runtime_object(qualname: str) -> Any:
+def runtime_home(obj: Any) -> str | None:
+    """The ``graphjit.`` module that defines a runtime object (its ``__module__`` says
+    ``graphjit_runtime``): its functions' globals name it."""
+    fns = [obj] if isinstance(obj, types.FunctionType) else \
+        [v for v in vars(obj).values() if isinstance(v, types.FunctionType)] if isinstance(obj, type) else []
+    for fn in fns:
+        home = fn.__globals__.get("__name__")
+        if isinstance(home, str) and home.startswith("graphjit."):
+            return home
+    return None
+
+
+def runtime_object(qualname: str, home: str | None = None) -> Any:
+    """The runtime object named ``qualname``: looked up in its ``home`` module where the
+    entry names one (no scan), else found by scanning graphjit's loaded modules."""
+    if qualname not in _RUNTIME and home is not None and home.startswith("graphjit.") \
+            and "." not in qualname:
+        module = sys.modules.get(home)
+        value = getattr(module, qualname, None) if module is not None else None
+        if getattr(value, "__module__", None) == RUNTIME_MODULE and \
+                getattr(value, "__qualname__", None) == qualname:
+            _RUNTIME[qualname] = value
     if qualname not in _RUNTIME:
         _RUNTIME.update(_runtime_registry())
     try:
@@ -458,11 +479,11 @@ class PortablePickler(pickle.Pickler):
         if isinstance(obj, torch._ops._OpNamespace) and getattr(torch.ops, obj.name, None) is obj:
             return ("opns", obj.name)
         if getattr(obj, "__module__", None) == RUNTIME_MODULE and isinstance(obj, (type, types.FunctionType)):
-            return ("runtime", obj.__qualname__)
+            return ("runtime", obj.__qualname__, runtime_home(obj))
         if kind is types.FunctionType:
             made = obj.__dict__.get("__graphjit_made_by__")
             if made is not None:  # (a function graphjit makes per class: made again by its factory)
-                return ("made", made[0].__qualname__, made[1])
+                return ("made", made[0].__qualname__, made[1], runtime_home(made[0]))
             where = _importable(obj)
             if where is None:
                 raise NotCacheable(f"function {obj.__qualname__} ({obj.__code__.co_filename}) cannot be "
@@ -675,7 +696,7 @@ class PortableUnpickler(pickle.Unpickler):
             if kind == "hop":
                 return getattr(torch.ops.higher_order, pid[1])
             if kind == "runtime":
-                return runtime_object(pid[1])
+                return runtime_object(pid[1], pid[2] if len(pid) > 2 and isinstance(pid[2], str) else None)
             if kind == "function":
                 fn = _lookup(pid[1], pid[2])
                 if not isinstance(fn, types.FunctionType) or code_digest(fn.__code__) != pid[3]:
@@ -701,7 +722,7 @@ class PortableUnpickler(pickle.Unpickler):
                     raise Stale(f"builtin {name} changed")
                 return fn
             if kind == "made":
-                factory = runtime_object(pid[1])
+                factory = runtime_object(pid[1], pid[3] if len(pid) > 3 and isinstance(pid[3], str) else None)
                 if not getattr(factory, "__graphjit_factory__", False):
                     raise pickle.UnpicklingError(f"{pid[1]} is not a graphjit factory")
                 return factory(*pid[2])
