@@ -78,7 +78,9 @@ PINNED: dict[str, tuple[tuple[int, int], str]] = {
                                "read through the class makes a _lazy_property_and_property, "
                                "a property subclass); the other breaks are validation's "
                                "data-dependent checks, as torch.compile's"),
-    "gpytorch_exact_gp": ((13, 37), "Python semantics left: 37 breaks (39 before the merged "
+    "gpytorch_exact_gp": ((14, 37), "14 graphs since issue 32 (a frame whose first break "
+                                    "precedes any op resumes after the region that broke: one "
+                                    "more graph, was 13). Python semantics left: 37 breaks (39 before the merged "
                                     "issue-21 fixes for sorted() of tuples, len(odict_keys), "
                                     "plain attribute writes on modules); the rest are "
                                     "data-dependent (torch.equal, a variance check) or "
