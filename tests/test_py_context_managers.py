@@ -406,8 +406,8 @@ CASES = [
     Case(autocast_block, [(M,)]),
     Case(inference_mode_nested_off, [(X, W)]),
     Case(inference_mode_exception_escapes, [(X, W, _log())]),
-    Case(inference_mode_break_inside, [(X, W)], graphs=0, breaks=1),
-    Case(autocast_break_inside, [(M,)], graphs=0, breaks=1),
+    Case(inference_mode_break_inside, [(X, W)], graphs=1, breaks=1),  # (the code after the block: a resume function)
+    Case(autocast_break_inside, [(M,)], graphs=1, breaks=1),  # (the code after the block: a resume function)
     Case(no_grad_exception_caught, [(X, W)]),
     Case(no_grad_exception_escapes, [(X, W, _log())]),
     Case(inference_mode_exception_caught, [(X, W)]),

@@ -207,16 +207,42 @@ def test_a_failing_interception_runs_the_function_as_it_is(monkeypatch, caplog):
 
     monkeypatch.setattr(ef, "intercepted_code", broken)
 
-    def f(x):
+    def f(x):  # (nothing to compile after the loop: the whole frame runs in Python)
+        y = None
         for _ in range(1):
             print("eager")
-        return inner_cos(x)
+            y = inner_cos(x)
+        return y
 
     import contextlib
     import io
     with contextlib.redirect_stdout(io.StringIO()):
         torch.testing.assert_close(graphjit.compile(f, backend="eager")(X), f(X))
     assert "could not intercept the calls of" in caplog.text
+
+
+def test_a_failing_region_resume_runs_the_frame_in_python(monkeypatch, caplog):
+    import graphjit.runtime.convert_frame as cf
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("simulated graphjit bug")
+
+    monkeypatch.setattr(cf, "eager_code_with_exit", broken)
+
+    def f(x):
+        for _ in range(1):
+            print("eager")
+        return inner_cos(x) + 1
+
+    import contextlib
+    import io
+    graphjit.reset()
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        torch.testing.assert_close(graphjit.compile(f, backend="eager")(X), f(X))
+    assert out.getvalue() == "eager\neager\n"
+    assert "could not resume" in caplog.text and "simulated graphjit bug" in caplog.text
+    assert [r for r in graphjit.stats()["skipped_frames"] if "could not be made" in str(r)]
 
 
 def _all_codes(module):

@@ -215,6 +215,19 @@ class BreakCodegen:
                 self._bake(fn_var)
                 var.reconstruct(self.cg, fn_override=self.wrap_callable(fn_var.fn))
                 return True
+            if isinstance(fn_var, OpaqueCallableVariable) and self.resolve is not None and \
+                    isinstance(fn_var.value, types.FunctionType):
+                # a method graphjit does not trace (``graphjit.skip``-ped): bound to the
+                # function the resolver gives at run time (it runs with its calls compiled)
+                self.cg.push_null()
+                self.cg.load_const(types.MethodType)
+                self.cg.push_null()
+                self.cg.load_const(self.resolve)
+                self.cg.reconstruct(fn_var)
+                self.cg.call(1)
+                self.cg.reconstruct(var.self_var)
+                self.cg.call(2)
+                return True
         if isinstance(var, OpaqueCallableVariable) and self.resolve is not None and \
                 isinstance(var.value, (types.FunctionType, types.MethodType)):
             # a function graphjit does not trace (skipped, a library's): the resolver

@@ -85,10 +85,16 @@ def _reaches_an_op(insts: list[Instruction], start: int, index_of: dict[int, int
     return False
 
 
+#: a frame that can suspend (a generator, a coroutine): it cannot tail-call a resume function
+_SUSPENDS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
+
+
 def region_exit(code: types.CodeType, insts: list[Instruction], failed_index: int,
                 loops: frozenset[int]) -> RegionExit | str:
     """The exit after the region around ``insts[failed_index]`` (``loops``: the indices
     inside a loop), or why there is none."""
+    if code.co_flags & _SUSPENDS:  # (a resume function would be another generator: its yields lost)
+        return "a generator's or coroutine's frame does not hand over to a resume function"
     try:
         depths = stack_depths(insts)
     except ValueError:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import logging
 import os
 import time
 import types
@@ -242,9 +243,16 @@ def build_entry(fn, tx: InstructionTranslator, output: OutputGraph, global_state
         exit = region_exit(code, tx.instructions, bp.failed_index, tx.loop_indices()) \
             if bp.failed_index is not None and hooks.resolve is not None else "it is not known where it broke"
         if isinstance(exit, RegionExit):
-            _record_break(fn, bp, f"the frame runs in Python up to line {exit.lineno} (its calls "
-                                  "compiled), then a resume function")
-            return _region_entry(fn, tx, output, hooks, closure_arg, exit)
+            try:
+                entry = _region_entry(fn, tx, output, hooks, closure_arg, exit)
+            except Exception:  # a graphjit bug must not stop the user's program: run it in Python
+                _region_log.exception("graphjit could not resume %s after line %s; the frame runs in Python",
+                                      fn.__qualname__, exit.lineno)
+                exit = "its resume function could not be made (graphjit's bug, logged)"
+            else:
+                _record_break(fn, bp, f"the frame runs in Python up to line {exit.lineno} (its calls "
+                                      "compiled), then a resume function")
+                return entry
         _record_break(fn, bp)
         where = bp.reason.user_stack[-1] if bp.reason.user_stack else None
         at = f" at {where.filename}:{where.lineno}" if where else ""
@@ -320,6 +328,9 @@ def build_entry(fn, tx: InstructionTranslator, output: OutputGraph, global_state
             if isinstance(arg.example, torch.Tensor):
                 arg.example = None
     return CacheEntry(guard, new_fn, graphs)
+
+
+_region_log = logging.getLogger("graphjit")
 
 
 def _region_entry(fn, tx: InstructionTranslator, output: OutputGraph, hooks: Hooks, closure_arg: bool,
