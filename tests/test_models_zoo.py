@@ -454,6 +454,11 @@ def test_mixtral_breaks_explained():
     for reason in ex.break_reasons:
         assert reason.reason and reason.hints and reason.instruction, str(reason)
         last = reason.user_stack[-1]
+        if last.filename.endswith("output_capturing.py"):
+            # the frame whose loop breaks first resumes after it (issue 32), and its output
+            # collector's ``ContextVar.reset`` is a C method: a break there, explained
+            assert "ContextVar.reset" in reason.reason, reason
+            continue
         assert last.filename.endswith("modeling_mixtral.py"), last
         lines[last.line.strip()] += 1
     assert set(lines) == {
