@@ -56,6 +56,7 @@ from .builtins import BuiltinVariable
 from . import library  # noqa: F401  (registers inspect.signature and its values)
 from . import immutable_values  # noqa: F401  (str.isalnum(c), re's functions, patterns)
 from . import formatting  # noqa: F401  (str()/repr()/f-strings of non-constant values)
+from . import interpreter  # noqa: F401  (sys._getframe, inspect.currentframe, importlib.import_module)
 from .torch_function import TorchFunctionVariable
 from .checkpoint import CheckpointVariable
 from . import copying  # noqa: F401  (registers copy.copy/deepcopy and the C methods they reach)
