@@ -99,11 +99,12 @@ def _build_type_method(tx, value, source):
     return TypeMethodVariable(value, source=source)
 
 
-_TYPING_VALUES = tuple({types.UnionType, types.GenericAlias, type(typing.Union[int, str]),
-                         type(typing.List[int]), type(typing.Any), type(typing.Optional)})
+#: typing constructs: immutable, hashable, compared by value (annotations read by ``inspect``)
+TYPING_VALUES = tuple({types.UnionType, types.GenericAlias, type(typing.Union[int, str]),
+                        type(typing.List[int]), type(typing.Any), type(typing.Optional)})
 
 
-@register_builder(*_TYPING_VALUES)
+@register_builder(*TYPING_VALUES)
 def _build_typing_value(tx, value, source):
     if source is not None:
         tx.output.add_guard(source, GuardKind.ID_MATCH, value)
