@@ -3,7 +3,8 @@ torch.compile does not.  Union annotations read by ``inspect`` (einx), ops regis
 ``torch.compiler.allow_in_graph`` (einx), ``types.SimpleNamespace`` instances, device
 predicates such as ``Tensor.is_mps`` (torchmetrics), ``sys._getframe`` and
 ``inspect.currentframe`` (pyro's warnings, typing_extensions), ``importlib.import_module``,
-``a and b``/``a or b`` whose test breaks the graph.
+``a and b``/``a or b`` whose test breaks the graph, ``torch._assert`` of a condition known
+at trace time (no graph, as torch.compile).
 
 Compared with eager (``eager`` and ``aot_eager``), graph counts against torch.compile's.
 """
@@ -103,6 +104,11 @@ def and_or_around_a_break(x):
     return x + 1, a, b
 
 
+def assert_known_true(x):
+    torch._assert(x.shape[-1] == 3, "Incorrect last dimension")  # (e3nn's check of its inputs)
+    return x.shape
+
+
 CASES = [
     Case(union_annotations_read_by_inspect, SS),
     Case(allowed_in_graph_op, SS),
@@ -112,6 +118,7 @@ CASES = [
     Case(getframe_of_caller, SS),
     Case(currentframe, SS),
     Case(import_module, SS),
+    Case(assert_known_true, SS, graphs=0),
     Case(and_or_around_a_break, [(S,), (-S.abs(),)], graphs=3, breaks=2),
 ]
 

@@ -108,6 +108,8 @@ class TorchFunctionVariable(VariableTracker):
             return ConstantVariable(tx.output.inference_mode)  # inside a traced block
         if fn in NO_OPS:  # bookkeeping with no effect on results
             return ConstantVariable(None)
+        if fn is torch._assert and args and args[0].is_python_constant() and args[0].as_python_constant():
+            return ConstantVariable(None)  # a condition known true: no node (as torch.compile)
         if fn in SKIPPED:
             raise unsupported(
                 "skipped torch function", f"{self._repr_body()} ({SKIPPED[fn]})",
