@@ -146,10 +146,11 @@ def _container_op(tx, op, left, right) -> VariableTracker:
     if isinstance(left, DictVariable) and op is operator.ior:  # ``d |= pairs``: d.update(pairs)
         left.call_method(tx, "update", [right], {})
         return left
-    if isinstance(left, DictVariable) and isinstance(right, DictVariable) and base_op is operator.or_:
-        merged = DictVariable(dict(left.realize_items(tx))) if op is operator.or_ else left
-        merged.call_method(tx, "update", [right], {})
-        return merged
+    if isinstance(left, DictVariable) and isinstance(right, DictVariable) and op is operator.or_:
+        lt, rt = left.python_type(), right.python_type()
+        if rt is not lt and issubclass(rt, lt) and right._merged_type()[0] is not dict:
+            return right.call_dict_method(tx, "__ror__", [left], {})  # a subtype's slot first
+        return left.call_dict_method(tx, "__or__", [right], {})
     if left.is_python_constant() and right.is_python_constant():
         return VariableTracker.build(tx, call_python(_name(op), op, left.as_python_constant(),
                                                      right.as_python_constant()))
