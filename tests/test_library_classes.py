@@ -4,7 +4,8 @@ torch.compile does not.  Union annotations read by ``inspect`` (einx), ops regis
 predicates such as ``Tensor.is_mps`` (torchmetrics), ``sys._getframe`` and
 ``inspect.currentframe`` (pyro's warnings, typing_extensions), ``importlib.import_module``,
 ``a and b``/``a or b`` whose test breaks the graph, ``torch._assert`` of a condition known
-at trace time (no graph, as torch.compile).
+at trace time (no graph, as torch.compile), a C function of ``torch._C._dynamo`` (run in
+Python between graphs, as torch.compile runs it).
 
 Compared with eager (``eager`` and ``aot_eager``), graph counts against torch.compile's.
 """
@@ -17,6 +18,7 @@ import sys
 import types
 
 import torch
+import torch._dynamo.testing
 
 from _breadth import case_tests
 from _semantics import Case
@@ -109,6 +111,12 @@ def assert_known_true(x):
     return x.shape
 
 
+def dynamo_c_function(x):
+    y = x + 1
+    y = torch._dynamo.testing.unsupported(y, x)  # (a C function of torch._C._dynamo: Python)
+    return y * 2
+
+
 CASES = [
     Case(union_annotations_read_by_inspect, SS),
     Case(allowed_in_graph_op, SS),
@@ -119,6 +127,7 @@ CASES = [
     Case(currentframe, SS),
     Case(import_module, SS),
     Case(assert_known_true, SS, graphs=0),
+    Case(dynamo_c_function, SS, graphs=2, breaks=1),
     Case(and_or_around_a_break, [(S,), (-S.abs(),)], graphs=3, breaks=2),
 ]
 
