@@ -5,13 +5,15 @@ predicates such as ``Tensor.is_mps`` (torchmetrics), ``sys._getframe`` and
 ``inspect.currentframe`` (pyro's warnings, typing_extensions), ``importlib.import_module``,
 ``a and b``/``a or b`` whose test breaks the graph, ``torch._assert`` of a condition known
 at trace time (no graph, as torch.compile), a C function of ``torch._C._dynamo`` (run in
-Python between graphs, as torch.compile runs it).
+Python between graphs, as torch.compile runs it), instances of a Python subclass of
+``functools.partial`` (pyro's ``_bound_partial``: C-level ``__new__``).
 
 Compared with eager (``eager`` and ``aot_eager``), graph counts against torch.compile's.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import sys
@@ -117,6 +119,42 @@ def dynamo_c_function(x):
     return y * 2
 
 
+class _bound_partial(functools.partial):
+    """pyro's: a partial that binds itself as a method through ``__get__``."""
+
+    def __get__(self, instance, owner):
+        if instance is None:
+            return self
+        return functools.partial(self.func, instance)
+
+    @property
+    def name(self):
+        return self.func.__name__
+
+
+def _scale(self, x):
+    return x * self.k
+
+
+class _Holder:
+    k = 3
+    method = _bound_partial(_scale)
+
+
+HOLDER = _Holder()
+
+
+def partial_subclass_instances(x):
+    p = _bound_partial(torch.add, x)
+    q = _bound_partial(p, 2)  # (flattened, as partial_new does)
+    return (p(1), p.func is torch.add, isinstance(p, functools.partial), type(p).__name__, p.name,
+            len(q.args), HOLDER.method(x), _Holder.method(HOLDER, x))
+
+
+def partial_subclass_escapes(x):
+    return _bound_partial(torch.mul, x + 1, k=2)
+
+
 CASES = [
     Case(union_annotations_read_by_inspect, SS),
     Case(allowed_in_graph_op, SS),
@@ -128,6 +166,7 @@ CASES = [
     Case(import_module, SS),
     Case(assert_known_true, SS, graphs=0),
     Case(dynamo_c_function, SS, graphs=2, breaks=1),
+    Case(partial_subclass_instances, SS),
     Case(and_or_around_a_break, [(S,), (-S.abs(),)], graphs=3, breaks=2),
 ]
 
@@ -139,3 +178,13 @@ TORCH_WRONG = {"getframe_of_caller", "currentframe"}
 
 test_eager_backend, test_aot_eager_backend, test_graph_count_against_torch_compile = \
     case_tests(CASES, RELATION, TORCH_WRONG)
+
+
+def test_partial_subclass_instance_escapes():
+    """A new instance of a partial subclass leaves the trace as that class's instance."""
+    import graphjit
+
+    graphjit.reset()
+    p = graphjit.compile(partial_subclass_escapes, backend="eager", fullgraph=True)(S)
+    assert type(p) is _bound_partial and p.func is torch.mul and p.keywords == {"k": 2}
+    torch.testing.assert_close(p.args[0], S + 1)

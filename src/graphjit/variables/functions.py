@@ -501,7 +501,7 @@ class PartialVariable(VariableTracker):
             cg.extend(self.source.reconstruct())
             return
         cg.push_null()
-        cg.load_const(functools.partial)
+        cg.load_const(self.python_type())  # (a subclass: partial_subclasses)
         cg.reconstruct(self.func)
         for arg in self.args:
             cg.reconstruct(arg)

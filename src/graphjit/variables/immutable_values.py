@@ -28,7 +28,6 @@ from __future__ import annotations
 import collections
 import re
 import types
-import typing
 from typing import Any
 
 from ..exc import observed, unsupported
@@ -44,7 +43,7 @@ from .base import (
     register_builder_predicate,
 )
 from .builtins import BuiltinVariable, build_builtin, check_builtin_args, register
-from .constant import ConstantVariable, is_constant_value
+from .constant import TYPING_VALUES, ConstantVariable, is_constant_value
 from .dicts import DictVariable
 from .sequences import ListVariable, TupleVariable
 
@@ -115,11 +114,6 @@ def _build_type_method(tx, value, source):
     if source is not None:
         tx.output.add_guard(source, GuardKind.ID_MATCH, value)
     return TypeMethodVariable(value, source=source)
-
-
-#: typing constructs: immutable, hashable, compared by value (annotations read by ``inspect``)
-TYPING_VALUES = tuple({types.UnionType, types.GenericAlias, type(typing.Union[int, str]),
-                        type(typing.List[int]), type(typing.Any), type(typing.Optional)})
 
 
 @register_builder(*TYPING_VALUES)

@@ -24,8 +24,7 @@ from ..sources import AttrSource
 from .base import MethodVariable, VariableTracker, call_python, check_constant_args, register_builder, \
     register_builder_by_id
 from .builtins import build_builtin, register
-from .constant import ConstantVariable, is_constant_value
-from .immutable_values import TYPING_VALUES
+from .constant import TYPING_VALUES, ConstantVariable, is_constant_value
 from .functions import NestedUserFunctionVariable, UserFunctionVariable, UserMethodVariable
 from .dicts import MISSING, DictVariable
 from .sequences import ListVariable, TupleVariable

@@ -43,6 +43,7 @@ from .dict_objects import DictObjectVariable
 from .dicts import DELETED, MISSING, DictVariable
 from .exceptions import ExceptionVariable
 from .functions import UserMethodVariable
+from .partial_subclasses import is_modelled_subclass, make_instance as make_partial_instance
 from .instance_attrs import InstanceAttrsMixin, InstanceDictVariable
 from ..diagnostics.describe import describe
 from .builtin_subclasses import (
@@ -318,6 +319,8 @@ def instantiate(tx, cls_var: ClassVariable, args: list, kwargs: dict) -> Variabl
         return VariableTracker.build(tx, call_python(f"{cls.__qualname__}()", cls, *cargs, **ckwargs))
     if issubclass(cls, types.SimpleNamespace) and cls.__new__ is types.SimpleNamespace.__new__:
         return _make_namespace(tx, cls_var, args, kwargs)
+    if is_modelled_subclass(cls):  # a Python subclass of functools.partial
+        return make_partial_instance(tx, cls, args, kwargs)
     new = proto.type_attr_raw(cls, "__new__")
     if new is object.__new__:
         obj = new_object(tx, cls)
