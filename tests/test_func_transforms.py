@@ -212,6 +212,16 @@ def transformed_globals(x):  # transformed functions made before the call
     return decorated_grad(x) + VMAPPED(x.unsqueeze(1)).squeeze(1) + HESSIAN(x).sum(0)
 
 
+def vmap_batched_predicate(x, y):
+    """``torch._C._functorch.is_batchedtensor`` in a vmapped function: true of a batched
+    input and of what is computed from it, false of an unbatched one and of a new tensor."""
+    def g(a, b):
+        flags = [torch._C._functorch.is_batchedtensor(t) for t in (a, b, a * b, torch.ones(2))]
+        return (a * 2 if flags[0] else a) + (b if flags[1] else 0), torch.tensor(flags)
+
+    return vmap(g, in_dims=(0, None), out_dims=(0, None))(x, y)
+
+
 R = torch.randn
 #: name -> (program, arguments, torch.compile's graph count with backend "eager")
 PROGRAMS = {
@@ -242,6 +252,7 @@ PROGRAMS = {
     "ensemble": (ensemble, (R(5, 3),), 1),
     "per_sample_grads": (per_sample_grads, (R(6, 3), R(6, 2)), 1),
     "transformed_globals": (transformed_globals, (R(3),), 1),
+    "vmap_batched_predicate": (vmap_batched_predicate, (R(4, 2), R(2)), 1),
 }
 
 #: programs where eager raises: the compiled call raises the same (no graph is needed)
@@ -286,7 +297,7 @@ def test_eager_errors_reach_the_user(name):
 
 @pytest.mark.parametrize("name", ["vmap_closure", "vmap_nested", "grad_has_aux", "vjp", "jacrev", "hessian",
                                   "functional_call_dict", "ensemble", "per_sample_grads", "linearize",
-                                  "transformed_globals"])
+                                  "transformed_globals", "vmap_batched_predicate"])
 def test_graph_count_equals_torch_compile(name):
     fn, args, pinned = PROGRAMS[name]
     torch._dynamo.reset()

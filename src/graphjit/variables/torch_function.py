@@ -72,6 +72,25 @@ SKIPPED = {
 }
 
 
+#: ``node.meta`` key of a ``vmap`` body's batched placeholder
+BATCHED = "graphjit_vmap_batched"
+
+
+def is_batched(node: torch.fx.Node) -> bool:
+    """Does ``node`` (in a ``vmap`` body) compute from a batched input?  (In eager its
+    value is a ``BatchedTensor`` then: ``torch._C._functorch.is_batchedtensor``.)"""
+    seen, todo = set(), [node]
+    while todo:
+        n = todo.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if n.meta.get(BATCHED):
+            return True
+        todo.extend(n.all_input_nodes)
+    return False
+
+
 class TorchFunctionVariable(VariableTracker):
     """A callable from torch (``torch.relu``, ``F.linear``, ``torch.Tensor.add``)."""
 
@@ -108,6 +127,8 @@ class TorchFunctionVariable(VariableTracker):
             return ConstantVariable(tx.output.inference_mode)  # inside a traced block
         if fn in NO_OPS:  # bookkeeping with no effect on results
             return ConstantVariable(None)
+        if fn is torch._C._functorch.is_batchedtensor and len(args) == 1 and not kwargs and args[0].is_tensor():
+            return ConstantVariable(is_batched(args[0].node))  # (a vmap body's tensors are its slices)
         if fn is torch._assert and args and args[0].is_python_constant() and args[0].as_python_constant():
             return ConstantVariable(None)  # a condition known true: no node (as torch.compile)
         if fn in SKIPPED:

@@ -351,6 +351,9 @@ def _apply_wrap_style(tx, var: TransformedFunctionVariable, args: list, kwargs: 
     if var.name == "vmap":
         batch_dims = _vmap_batch_dims(tx, var, spec, leaves)
         inputs = _leaf_inputs(tx, leaves, drop=batch_dims)
+        for d, i in zip(batch_dims, inputs):
+            if isinstance(i, BodyInput):
+                i.batched = d is not None
     elif var.name in ("grad", "grad_and_value", "jacrev", "jacfwd", "hessian"):
         inputs = _leaf_inputs(tx, leaves, grad=_differentiated(spec, len(leaves), var.options.get("argnums", 0)))
     else:
