@@ -222,6 +222,15 @@ def vmap_batched_predicate(x, y):
     return vmap(g, in_dims=(0, None), out_dims=(0, None))(x, y)
 
 
+def vmap_returns_mutated_input(x):
+    """A vmapped in-place method returns its input: the very tensor (``y is a``), as
+    functorch unwraps it where the batch dimensions agree; with another out_dim, a view."""
+    a, b = x.clone(), x.clone()
+    y = vmap(torch.Tensor.acos_)(a)
+    z = vmap(lambda t: t.mul_(2), out_dims=1)(b)
+    return y is a, z is b, y, z, a, b
+
+
 R = torch.randn
 #: name -> (program, arguments, torch.compile's graph count with backend "eager")
 PROGRAMS = {
@@ -253,6 +262,7 @@ PROGRAMS = {
     "per_sample_grads": (per_sample_grads, (R(6, 3), R(6, 2)), 1),
     "transformed_globals": (transformed_globals, (R(3),), 1),
     "vmap_batched_predicate": (vmap_batched_predicate, (R(4, 2), R(2)), 1),
+    "vmap_returns_mutated_input": (vmap_returns_mutated_input, (R(4, 2).clamp(-0.9, 0.9),), 1),
 }
 
 #: programs where eager raises: the compiled call raises the same (no graph is needed)
@@ -297,7 +307,8 @@ def test_eager_errors_reach_the_user(name):
 
 @pytest.mark.parametrize("name", ["vmap_closure", "vmap_nested", "grad_has_aux", "vjp", "jacrev", "hessian",
                                   "functional_call_dict", "ensemble", "per_sample_grads", "linearize",
-                                  "transformed_globals", "vmap_batched_predicate"])
+                                  "transformed_globals", "vmap_batched_predicate",
+                                  "vmap_returns_mutated_input"])
 def test_graph_count_equals_torch_compile(name):
     fn, args, pinned = PROGRAMS[name]
     torch._dynamo.reset()
