@@ -352,11 +352,54 @@ def _speculate_backward(tx, cls_var: VariableTracker, cls: type, ctx: VariableTr
         raise unsupported("autograd.Function backward that is not traceable", f"{cls.__qualname__}.backward: "
                           f"{e.reason}", "Its backward is traced to guard what it reads (a compiling "
                           "backend bakes it in); the call runs in Python.") from None
+    if out.side_effects.mark() != mark and len(out.prologue.steps) == steps and \
+            _nullified(out.side_effects, mark[0], mark[1:]):
+        return  # (backward undid what it changed: nothing happens on a backward pass)
     if out.side_effects.mark() != mark or len(out.prologue.steps) != steps:
         raise unsupported("autograd.Function backward with Python side effects", f"{cls.__qualname__}.backward",
                           "A compiling backend runs backward once, when it compiles; the call runs "
                           "in Python so that it happens on every backward pass, as in eager.")
 
+
+def _nullified(side_effects, start: int, rest: tuple) -> bool:
+    """Did the mutations logged from ``start`` on (a traced backward's) leave every attribute
+    and dict item they wrote as it was before (a counter incremented then decremented, a
+    flag set then restored)?  Then they are dropped from the log: a backward pass changes
+    nothing, so running backward only when the backend compiles it is eager's behaviour.
+    Only attribute and dict writes of objects that existed before the call qualify."""
+    if side_effects.mark()[1:] != rest:  # list or class-attribute changes: not checked here
+        return False
+    log, new = side_effects.log[:start], side_effects.log[start:]
+    final = {}
+    for e in new:
+        if e.kind not in ("attr", "dict") or side_effects.existing_value(e.target) is None:
+            return False
+        final[(e.kind, id(e.target), e.key)] = e
+    for (kind, _, key), e in final.items():
+        before = next((p.value for p in reversed(log) if p.kind == kind and p.target is e.target and p.key == key),
+                      _UNSET)
+        if before is _UNSET:  # the object's own value, as the call found it
+            obj = side_effects.existing_value(e.target)[0]
+            try:
+                before = getattr(obj, key) if kind == "attr" else obj[key]
+            except Exception:  # noqa: BLE001  (absent before: a write that stays is a change)
+                return False
+            if not (isinstance(e.value, VariableTracker) and e.value.is_python_constant()):
+                return False
+            after = e.value.as_python_constant()
+            if type(after) is not type(before) or not (after is before or after == before):
+                return False
+        elif e.value is not before and not (
+                isinstance(e.value, VariableTracker) and isinstance(before, VariableTracker) and
+                e.value.is_python_constant() and before.is_python_constant() and
+                type(e.value.as_python_constant()) is type(before.as_python_constant()) and
+                e.value.as_python_constant() == before.as_python_constant()):
+            return False
+    del side_effects.log[start:]
+    return True
+
+
+_UNSET = object()
 
 _APPLY_WRAPPERS: "weakref.WeakKeyDictionary[type, Any]" = weakref.WeakKeyDictionary()
 
