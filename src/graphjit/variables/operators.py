@@ -25,6 +25,7 @@ from . import object_protocol as proto
 from .base import VariableTracker, call_python
 from .constant import ConstantVariable
 from .dicts import DictVariable, DictViewVariable, MISSING
+from .numpy_tensors import NdarrayTensorVariable, numpy_operator
 from .builtin_subclasses import MappingProxyVariable, TupleObjectVariable
 from .object_ids import ObjectIdVariable
 from .objects import UserObjectVariable
@@ -57,6 +58,8 @@ def binary_op(tx, op: Callable, left: VariableTracker, right: VariableTracker) -
     if op in (operator.is_, operator.is_not):
         same = left.identity() is right.identity()
         return ConstantVariable(same if op is operator.is_ else not same)
+    if isinstance(left, NdarrayTensorVariable) or isinstance(right, NdarrayTensorVariable):
+        return numpy_operator(tx, op, [left, right])
     if left.is_tensor() or right.is_tensor():
         if not left.is_tensor() and op in _INPLACE_TO_PLAIN:
             op = _INPLACE_TO_PLAIN[op]
@@ -270,6 +273,8 @@ def tensor_operator(tx, op: Callable, args: list) -> VariableTracker:
 
 
 def unary_op(tx, op: Callable, value: VariableTracker) -> VariableTracker:
+    if isinstance(value, NdarrayTensorVariable):
+        return numpy_operator(tx, op, [value])
     if value.is_tensor():
         if op is operator.not_:
             value.truthiness(tx)  # raises the data-dependent break

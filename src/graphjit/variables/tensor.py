@@ -54,6 +54,10 @@ KEY_METADATA = frozenset({"is_inference", "is_conj", "is_neg", "is_quantized", "
                           "is_mkldnn", "is_meta", "is_nested", "layout", "is_cuda", "is_cpu",
                           "device", "get_device", *DEVICE_PREDICATES})
 
+#: method name -> handler(tx, tensor, args, kwargs) registered by a later layer
+#: (``numpy_tensors``: ``Tensor.numpy()``), tried before the methods below break
+METHOD_HOOKS: dict = {}
+
 #: Methods that read tensor data into Python: a graph break by nature.
 DATA_DEPENDENT_METHODS = {
     "item": "Tensor.item() reads a value out of the tensor (graphjit.config."
@@ -258,6 +262,8 @@ class TensorVariable(VariableTracker):
             return dispatched
         if name == "item" and not args and not kwargs and config.capture_scalar_outputs:
             return tx.output.call(tx, "call_method", "item", [self], {})  # an unbacked symbol
+        if name in METHOD_HOOKS:
+            return METHOD_HOOKS[name](tx, self, args, kwargs)
         if name in DATA_DEPENDENT_METHODS:
             raise unsupported(
                 "data-dependent tensor method" if name != "backward" else "autograd call",

@@ -21,6 +21,7 @@ from .base import VariableTracker, call_python, register_builder_by_id, register
 from .constant import ConstantVariable
 from .functions import UserMethodVariable
 from .grad_mode import GradModeVariable, InferenceModeVariable, set_grad_mode
+from .numpy_tensors import NdarrayTensorVariable
 from .numpy_values import constant_tensor
 from .sequences import TupleVariable
 from ..diagnostics.describe import describe
@@ -159,6 +160,10 @@ class TorchFunctionVariable(VariableTracker):
         dispatched = tx.output.torch_function.call_function(tx, fn, args, kwargs)  # modes, subclasses
         if dispatched is not None:
             return dispatched
+        if fn in _FROM_NUMPY and len(args) == 1 and not kwargs and isinstance(args[0], NdarrayTensorVariable):
+            # an array of a graph tensor: the tensor again (aliasing it), or a copy
+            alias = tx.output.call(tx, "call_function", torch.ops.aten.alias.default, [args[0].tensor], {})
+            return alias if fn is not torch.tensor else args[0].tensor.call_method(tx, "clone", [], {})
         if fn in _FROM_NUMPY and len(args) == 1 and not kwargs:
             made = constant_tensor(tx, args[0], fn)  # a numpy value made in the trace
             if made is not None:
