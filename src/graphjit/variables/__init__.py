@@ -6,8 +6,9 @@ mutation types, lazy trackers, the builder registry) → ``constant`` → ``obje
 ``sequences``, ``sizes`` (``torch.Size``), ``dicts``, ``sets``, ``view_sets`` (dict views as sets), ``iterators`` (containers) → ``random_values`` → ``cells`` → ``functions``
 → ``partial_subclasses`` (instances of Python subclasses of ``functools.partial``) → ``exceptions`` → ``object_protocol``, ``instance_attrs``, ``dict_objects``,
 ``builtin_subclasses`` (tuple/set subclasses, mappingproxy), ``objects``,
-``nn_module``, ``torchscript``, ``numpy_values`` (Python objects; TorchScript's opaque
-ones; numpy folded on constants), ``generators`` →
+``nn_module``, ``torchscript``, ``numpy_tensors`` (numpy on arrays of tensors, through
+``torch._numpy``), ``numpy_values`` (Python objects; TorchScript's opaque ones; numpy
+folded on constants), ``generators`` →
 ``operators``, ``grad_mode``, ``builtins``, ``interpreter`` (frames, ``importlib.import_module``),
 ``torch_function``, ``checkpoint``, ``copying``
 (``copy.copy``/``deepcopy``), ``functional_call`` → ``tensor_subclasses``, ``mode_stack``,
