@@ -383,6 +383,20 @@ def close_ignored_by_a_yield(t):
     return i
 
 
+def generator_resumes_itself(t):
+    """A generator whose body asks for its own next value: eager's ValueError, raised in
+    its body (which it finishes)."""
+    def g():
+        i = next(me)
+        yield i
+
+    me = g()
+    try:
+        next(me)
+    except ValueError as e:
+        return t + 1, str(e), list(me)
+
+
 # -- PEP 479, bare raise, iteration errors ---------------------------------------------------
 
 def stopiteration_in_body(t):
@@ -522,6 +536,7 @@ CASES = [
     Case(close_method_passed_around, XS),
     Case(close_value_in_try_finally, XS),
     Case(close_ignored_by_a_yield, XS),
+    Case(generator_resumes_itself, XS),
     Case(stopiteration_in_body, XS),
     Case(stopiteration_from_inner_next, XS),
     Case(bare_raise_nothing_handled, XS),
@@ -543,6 +558,8 @@ RELATION = {
     # torch.compile breaks where graphjit keeps one graph
     "open_generator_finally_at_return": "at_most", "user_iterator_argument": "at_most",
     "bare_raise_nothing_handled": "at_most", "in_zip_and_user_iterator": "at_most",
+    # torch.compile gives the frame up (no graph) where graphjit compiles it in one
+    "generator_resumes_itself": "torch_none",
 }
 #: torch.compile's result differs from eager's on these (a finally or handler of a
 #: subgenerator not run, PEP 479 not applied, the returned generator closed...)

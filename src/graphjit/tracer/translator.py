@@ -526,16 +526,21 @@ class GeneratorFrame(InliningTranslator):
         """Run to the next ``yield`` or the end.  An exception leaving the body finishes
         the generator; a ``StopIteration`` leaving it is a ``RuntimeError`` (PEP 479,
         ``gen_send_ex``), with the ``StopIteration`` as its cause."""
+        self.running = True
         try:
             self.run()
         except ObservedException as e:
             self.exhausted = True
             raise _pep479(e) from None
+        finally:
+            self.running = False
 
     def next_value(self, consumer, sent: VariableTracker | None = None) -> VariableTracker | None:
         """The next yielded tracker, or ``None`` when the generator is exhausted (its
         return value is then :attr:`return_value`).  ``sent`` is what the paused
         ``yield`` evaluates to (``send``); ``None`` for ``next``."""
+        if getattr(self, "running", False):  # its own body asks for its next value
+            raise observed(ValueError, "generator already executing")
         if self.exhausted:
             return None
         depth, tx = 0, consumer
