@@ -90,7 +90,7 @@ class NumpyOp:
     """:func:`numpy_op` with its ``name`` bound: a graph node's target (named, compared by
     name, pickled by name)."""
 
-    __module__ = __name__
+    __module__ = "graphjit_runtime"  # (written into graph code as a global; cached by name)
 
     def __init__(self, name: str) -> None:
         self.name = name
