@@ -16,6 +16,7 @@ import functools
 
 from _breadth import case_tests
 from _semantics import Case
+from _torch_compile_releases import on_release
 from _shared import seeded_randn
 
 _r = seeded_randn(31300)
@@ -120,11 +121,14 @@ CASES = [
 ]
 
 #: torch.compile's graph count relation where it is not equal: it gives these frames up
-RELATION = {"defaultdict_through_the_class": "torch_none", "fromkeys_of_subclasses": "torch_none"}
+RELATION = {"defaultdict_through_the_class": "torch_none",
+            "or_and_its_dunders": on_release(v2_13="equal", v2_14="torch_none"),
+            "fromkeys_of_subclasses": on_release(v2_13="torch_none", v2_14="equal")}
 #: torch.compile differs from eager (types of ``|`` results, ``NotImplemented`` of the
-#: dunders, ``dict.__eq__`` on OrderedDicts, ``dict.copy`` of an OrderedDict)
-TORCH_WRONG = {"or_and_its_dunders", "ior_and_its_dunders", "ne_and_eq_through_the_class",
-               "ordered_dict_methods_through_the_class"}
+#: dunders, ``dict.__eq__`` on OrderedDicts, ``dict.copy`` of an OrderedDict; 2.14:
+#: ``fromkeys`` of a subclass)
+TORCH_WRONG = {"ne_and_eq_through_the_class", "ordered_dict_methods_through_the_class"} | on_release(
+    v2_13={"or_and_its_dunders", "ior_and_its_dunders"}, v2_14={"fromkeys_of_subclasses"})
 
 test_eager_backend, test_aot_eager_backend, test_graph_count_against_torch_compile = \
     case_tests(CASES, RELATION, TORCH_WRONG)

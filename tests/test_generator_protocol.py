@@ -559,13 +559,13 @@ RELATION = {
     "open_generator_finally_at_return": "at_most", "user_iterator_argument": "at_most",
     "bare_raise_nothing_handled": "at_most", "in_zip_and_user_iterator": "at_most",
     # torch.compile gives the frame up (no graph) where graphjit compiles it in one
-    "generator_resumes_itself": "torch_none",
+    "generator_resumes_itself": on_release(v2_13="torch_none", v2_14="equal"),
 }
 #: torch.compile's result differs from eager's on these (a finally or handler of a
 #: subgenerator not run, PEP 479 not applied, the returned generator closed...)
 TORCH_WRONG = {"returned_generator_is_not_closed", "close_method_passed_around",
-               "close_value_in_try_finally", "close_ignored_by_a_yield"} | on_release(
-    v2_13={"subgenerator_finally_on_throw", "close_reaches_subgenerator", "stopiteration_in_body",
+               "close_value_in_try_finally"} | on_release(
+    v2_13={"close_ignored_by_a_yield", "subgenerator_finally_on_throw", "close_reaches_subgenerator", "stopiteration_in_body",
            "stopiteration_from_inner_next"},
     v2_14=set())
 
