@@ -105,6 +105,19 @@ def xtransformers_vit() -> Spec:
     return Spec(_eval(model), (_randn(2, 3, 16, 16),))
 
 
+def xtransformers_rotary_encoder() -> Spec:
+    """A rotary-embedding encoder called with a padding mask (the second sequence is
+    three tokens short): x-transformers reads einx's signatures (``X | Y`` annotations) and
+    calls its ``allow_in_graph`` ops."""
+    from x_transformers import Encoder, TransformerWrapper
+    torch.manual_seed(0)
+    model = TransformerWrapper(num_tokens=100, max_seq_len=32,
+                               attn_layers=Encoder(dim=32, depth=2, heads=2, rotary_pos_emb=True))
+    tokens = torch.randint(0, 100, (2, 8), generator=torch.Generator().manual_seed(1))
+    mask = torch.tensor([[True] * 8, [True] * 5 + [False] * 3])
+    return Spec(_eval(model), (tokens,), {"mask": mask})
+
+
 # --------------------------------------------------------------------------- kornia
 
 def kornia_augment() -> Spec:
@@ -217,6 +230,34 @@ def e3nn_conv() -> Spec:
     g = torch.Generator().manual_seed(3)
     src, dst = torch.randint(0, 6, (20,), generator=g), torch.randint(0, 6, (20,), generator=g)
     return Spec(_eval(model), (_randn(6, 10), _randn(6, 3, seed=4), src, dst))
+
+
+class _E3Script(torch.nn.Module):
+    """A tensor product and an equivariant linear layer whose generated code e3nn compiles
+    with TorchScript (``jit_mode="script"``: each holds a ``RecursiveScriptModule`` made
+    from an fx ``GraphModule``, without a Python original): the TorchScript calls run in
+    Python between graphs, as under torch.compile."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from e3nn import o3
+        self.tp = o3.FullyConnectedTensorProduct("4x0e + 2x1o", "1x0e + 1x1o", "4x0e + 2x1o")
+        self.lin = o3.Linear("4x0e + 2x1o", "2x0e + 1x1o")
+
+    def forward(self, x, y):
+        return self.lin(self.tp(x, y)).relu()
+
+
+def e3nn_torchscript() -> Spec:
+    import e3nn
+    mode = e3nn.get_optimization_defaults()["jit_mode"]
+    e3nn.set_optimization_defaults(jit_mode="script")
+    try:
+        torch.manual_seed(0)
+        model = _E3Script()
+    finally:
+        e3nn.set_optimization_defaults(jit_mode=mode)
+    return Spec(_eval(model), (_randn(5, 10), _randn(5, 4, seed=4)))
 
 
 # --------------------------------------------------------------------------- peft
@@ -338,6 +379,7 @@ ZOO: dict[str, Entry] = {
     "pyg_gin": Entry("torch_geometric", "torch-geometric", pyg_gin),
     "xtransformers_decoder": Entry("x_transformers", "x-transformers", xtransformers_decoder),
     "xtransformers_vit": Entry("x_transformers", "x-transformers", xtransformers_vit),
+    "xtransformers_rotary_encoder": Entry("x_transformers", "x-transformers", xtransformers_rotary_encoder),
     "kornia_augment": Entry("kornia", "kornia", kornia_augment),
     "kornia_filters": Entry("kornia", "kornia", kornia_filters),
     "monai_unet": Entry("monai", "monai", monai_unet),
@@ -345,6 +387,7 @@ ZOO: dict[str, Entry] = {
     "torchdiffeq_rk4": Entry("torchdiffeq", "torchdiffeq", torchdiffeq_rk4),
     "torchdiffeq_dopri5": Entry("torchdiffeq", "torchdiffeq", torchdiffeq_dopri5),
     "e3nn_conv": Entry("e3nn", "e3nn", e3nn_conv),
+    "e3nn_torchscript": Entry("e3nn", "e3nn", e3nn_torchscript),
     "peft_lora_llama": Entry("peft", "peft", peft_lora_llama),
     "gpytorch_exact_gp": Entry("gpytorch", "gpytorch", gpytorch_exact_gp),
     "vq_residual": Entry("vector_quantize_pytorch", "vector-quantize-pytorch", vq_residual),

@@ -42,7 +42,7 @@ from torch import nn
 from torch.autograd.function import once_differentiable
 
 import graphjit
-from _shared import call_or_fail, seeded_randn
+from _shared import call_or_fail, counting_backend, seeded_randn
 from graphjit.backends.registry import lookup_backend
 from graphjit.testing import CompileCounter, assert_equal
 
@@ -829,6 +829,47 @@ def test_backward_side_effect_happens_every_backward(backend):
     assert BACKWARD_LOG == [torch.Size([3])] * 3
     assert any("backward with Python side effects" in str(r)
                for r in graphjit.stats()["break_reasons"])
+
+
+class _Depth:
+    def __init__(self):
+        self.depth, self.flags = 0, {"inside": False}
+
+
+DEPTH = _Depth()
+
+
+class RestoringBackward(torch.autograd.Function):
+    """A backward that changes outer state and puts it back (a recursion counter, a flag):
+    no side effect is left, so the call stays in the graph (as torch.compile's)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * 3
+
+    @staticmethod
+    def backward(ctx, g):
+        DEPTH.depth += 1
+        DEPTH.flags["inside"] = True
+        out = g * (3 + DEPTH.depth)
+        DEPTH.flags["inside"] = False
+        DEPTH.depth -= 1
+        return out
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_backward_side_effects_undone_stay_in_the_graph(backend):
+    graphjit.reset()
+
+    def f(x):
+        return (RestoringBackward.apply(x * 2) + 1).sum()
+
+    x = _r(3)
+    want = _grad_of(f, f, x)
+    cnt, be = counting_backend(backend)
+    got = _grad_of(f, graphjit.compile(f, backend=be, fullgraph=True), x)
+    assert_equal(got, want)
+    assert cnt.frame_count == 1 and DEPTH.depth == 0 and DEPTH.flags == {"inside": False}
 
 
 class Float64Grad(torch.autograd.Function):

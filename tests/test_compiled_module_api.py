@@ -1,11 +1,16 @@
 """The object ``graphjit.compile(module)`` returns, side by side with torch.compile's
 ``OptimizedModule``: ``training`` and ``eval()``, ``state_dict``, parameters, ``.to()``,
 ``isinstance``, attribute reads, writes and deletes through the wrapper, ``len`` of a
-compiled ``Sequential``.  Each probe builds the module, wraps it and returns what it
+compiled ``Sequential``, ``torch.save``/``torch.load``, pickling and ``copy.deepcopy``
+(the wrapped module and the options: loading compiles again), ``dir``.  Each probe builds the module, wraps it and returns what it
 observes (no call needed); graphjit's outcome (value or exception) must equal
 torch.compile's."""
 
 from __future__ import annotations
+
+import copy
+import io
+import pickle
 
 import pytest
 import torch
@@ -66,6 +71,32 @@ def _len_of_compiled_sequential(w, m):
     return len(w)
 
 
+def _saved_and_loaded(w, m):
+    """``torch.save``/``torch.load`` of the compiled module: a compiled module again, of
+    a copy of the original, that computes what the original does."""
+    x = torch.randn(2, 4)
+    want = m(x)
+    w(x)
+    buf = io.BytesIO()
+    torch.save(w, buf)
+    buf.seek(0)
+    loaded = torch.load(buf, weights_only=False)
+    return (isinstance(loaded, type(w)), loaded._orig_mod is not m, torch.equal(loaded(x), want),
+            list(loaded.state_dict()) == list(w.state_dict()))
+
+
+def _pickled_and_deep_copied(w, m):
+    x = torch.randn(2, 4)
+    want = m(x)
+    copies = [pickle.loads(pickle.dumps(w)), copy.deepcopy(w)]
+    return [(type(c) is type(w), c._orig_mod is not m, torch.equal(c(x), want)) for c in copies]
+
+
+def _dir_and_new_attribute(w, m):
+    w.added = 7
+    return m.added, "added" in dir(w), "fc" in dir(w), "forward" in dir(w)
+
+
 def _seq():
     return nn.Sequential(nn.Linear(4, 4), nn.ReLU())
 
@@ -82,6 +113,9 @@ PROBES = [
     pytest.param(_setattr_through_compiled, Scaled, id="setattr_through_compiled"),
     pytest.param(_delattr_through_compiled, Scaled, id="delattr_through_compiled"),
     pytest.param(_len_of_compiled_sequential, _seq, id="len_of_compiled_sequential"),
+    pytest.param(_saved_and_loaded, _seq, id="saved_and_loaded"),
+    pytest.param(_pickled_and_deep_copied, _seq, id="pickled_and_deep_copied"),
+    pytest.param(_dir_and_new_attribute, Scaled, id="dir_and_new_attribute"),
 ]
 
 

@@ -212,6 +212,25 @@ def transformed_globals(x):  # transformed functions made before the call
     return decorated_grad(x) + VMAPPED(x.unsqueeze(1)).squeeze(1) + HESSIAN(x).sum(0)
 
 
+def vmap_batched_predicate(x, y):
+    """``torch._C._functorch.is_batchedtensor`` in a vmapped function: true of a batched
+    input and of what is computed from it, false of an unbatched one and of a new tensor."""
+    def g(a, b):
+        flags = [torch._C._functorch.is_batchedtensor(t) for t in (a, b, a * b, torch.ones(2))]
+        return (a * 2 if flags[0] else a) + (b if flags[1] else 0), torch.tensor(flags)
+
+    return vmap(g, in_dims=(0, None), out_dims=(0, None))(x, y)
+
+
+def vmap_returns_mutated_input(x):
+    """A vmapped in-place method returns its input: the very tensor (``y is a``), as
+    functorch unwraps it where the batch dimensions agree; with another out_dim, a view."""
+    a, b = x.clone(), x.clone()
+    y = vmap(torch.Tensor.acos_)(a)
+    z = vmap(lambda t: t.mul_(2), out_dims=1)(b)
+    return y is a, z is b, y, z, a, b
+
+
 R = torch.randn
 #: name -> (program, arguments, torch.compile's graph count with backend "eager")
 PROGRAMS = {
@@ -242,6 +261,8 @@ PROGRAMS = {
     "ensemble": (ensemble, (R(5, 3),), 1),
     "per_sample_grads": (per_sample_grads, (R(6, 3), R(6, 2)), 1),
     "transformed_globals": (transformed_globals, (R(3),), 1),
+    "vmap_batched_predicate": (vmap_batched_predicate, (R(4, 2), R(2)), 1),
+    "vmap_returns_mutated_input": (vmap_returns_mutated_input, (R(4, 2).clamp(-0.9, 0.9),), 1),
 }
 
 #: programs where eager raises: the compiled call raises the same (no graph is needed)
@@ -286,7 +307,8 @@ def test_eager_errors_reach_the_user(name):
 
 @pytest.mark.parametrize("name", ["vmap_closure", "vmap_nested", "grad_has_aux", "vjp", "jacrev", "hessian",
                                   "functional_call_dict", "ensemble", "per_sample_grads", "linearize",
-                                  "transformed_globals"])
+                                  "transformed_globals", "vmap_batched_predicate",
+                                  "vmap_returns_mutated_input"])
 def test_graph_count_equals_torch_compile(name):
     fn, args, pinned = PROGRAMS[name]
     torch._dynamo.reset()

@@ -2,10 +2,11 @@
 with ``torch.compile``.
 
 The models are in ``_library_zoo.py`` (small configs, random weights, fixed inputs,
-nothing downloaded): PyG's GCN, GAT, GraphSAGE and GIN; x-transformers' rotary decoder
-and ViT; kornia's ``AugmentationSequential`` (random, seeded) and its filters (Canny's
+nothing downloaded): PyG's GCN, GAT, GraphSAGE and GIN; x-transformers' rotary decoder,
+ViT and rotary encoder with a padding mask; kornia's ``AugmentationSequential`` (random, seeded) and its filters (Canny's
 hysteresis loop); monai's UNet and SwinUNETR; torchdiffeq's ``odeint`` with rk4 (fixed
-grid) and dopri5 (adaptive steps); an e3nn tensor-product convolution; peft's LoRA on a
+grid) and dopri5 (adaptive steps); an e3nn tensor-product convolution and
+an e3nn model whose generated code is TorchScript; peft's LoRA on a
 LLaMA; gpytorch's exact GP posterior; vector-quantize-pytorch's residual VQ;
 stable-baselines3's PPO policy and SAC actor; julius's resampling and band split.  How
 calls are made and counts measured is in ``_zoo_measure.py`` (``torch.no_grad()``,
@@ -48,11 +49,11 @@ from _zoo_measure import call, counts as zoo_counts, differences, run_graphjit, 
 #: ``len()`` of an ``Irrep``, which raises NotImplementedError) after its first graph.
 TORCH_COMPILE: dict[str, tuple[int, int]] = {
     "pyg_gcn": (5, 6), "pyg_gat": (5, 5), "pyg_sage": (1, 0), "pyg_gin": (1, 0),
-    "xtransformers_decoder": (1, 0), "xtransformers_vit": (1, 0),
+    "xtransformers_decoder": (1, 0), "xtransformers_vit": (1, 0), "xtransformers_rotary_encoder": (1, 0),
     "kornia_augment": (13, 17), "kornia_filters": (5, 3),
     "monai_unet": (1, 0), "monai_swin_unetr": (2, 2),
     "torchdiffeq_rk4": (11, 17), "torchdiffeq_dopri5": (39, 40),
-    "e3nn_conv": (1, 1), "peft_lora_llama": (1, 0),
+    "e3nn_conv": (1, 1), "e3nn_torchscript": (1, 6), "peft_lora_llama": (1, 0),
     "gpytorch_exact_gp": on_release(v2_13=(38, 78), v2_14=(38, 66)),
     "vq_residual": (8, 5), "sb3_ppo_policy": (4, 5), "sb3_sac_actor": (3, 4),
     "julius_resample": (3, 2),
@@ -89,7 +90,7 @@ PINNED: dict[str, tuple[tuple[int, int], str]] = {
 
 #: models whose gradients are compared (the rest have no parameters, sample, or repeat
 #: a kind already covered)
-GRADIENTS = ("pyg_gcn", "xtransformers_decoder", "monai_unet", "torchdiffeq_rk4", "e3nn_conv",
+GRADIENTS = ("pyg_gcn", "xtransformers_decoder", "monai_unet", "torchdiffeq_rk4", "e3nn_conv", "e3nn_torchscript",
              "peft_lora_llama", "sb3_ppo_policy")
 
 

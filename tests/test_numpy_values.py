@@ -25,6 +25,7 @@ from _vs_dynamo import dynamo_counts
 
 BACKENDS = ["eager", "aot_eager"]
 X = torch.randn(1, 3, 7, 9, generator=torch.Generator().manual_seed(6))
+X2 = torch.randn(3, 4, generator=torch.Generator().manual_seed(7))
 
 
 def _counts(fn, *args, fullgraph=False, calls=2):
@@ -249,10 +250,35 @@ def test_numpy_on_a_tensor_is_a_break():
     assert dynamo_counts(numpy_on_tensor, X) == (1, 0)  # traced through torch._numpy
 
 
-def test_tensor_numpy_is_a_break():
-    assert _counts(tensor_numpy, X) == (2, 2)
-    assert _reasons()[0] == "data-dependent tensor method: Tensor.numpy()"
-    assert _reasons()[1].startswith("values of a numpy array passed to the compiled code")
+def test_tensor_numpy_is_traced():
+    """``t.numpy()`` and numpy on that array go through torch._numpy (numpy_tensors): one
+    graph, as torch.compile's."""
+    assert _counts(tensor_numpy, X, fullgraph=True) == (1, 0)
+    assert dynamo_counts(tensor_numpy, X) == (1, 0)
+
+
+def numpy_on_tensor_arrays(x):
+    a = (x + 1).numpy()
+    m = np.mean(a, 0)
+    s = np.sum(a)
+    return (a.T, a.shape, a.dtype, a.strides, m, s, type(s), np.asarray(s), a[1:] * 2, -a, a > 0,
+            a.reshape([1, a.size]), a.max(axis=0), np.linalg.norm(a), torch.from_numpy(a.copy()) + 1)
+
+
+def test_numpy_on_arrays_of_tensors_one_graph():
+    for backend in ("eager", "aot_eager"):
+        check_same(numpy_on_tensor_arrays, X2, backend=backend, fullgraph=True)
+
+
+def numpy_array_writes_break(x):
+    a = (x + 1).numpy()
+    a[0] = 5  # (the tensor would change under the graph: runs in Python)
+    return torch.from_numpy(a) * 2
+
+
+def test_writes_into_arrays_of_tensors_break():
+    assert _counts(numpy_array_writes_break, X2)[1] >= 1
+    assert any("ndarray" in r for r in _reasons())
 
 
 def draws_numpy_random(x):

@@ -21,6 +21,7 @@ return ``list(d.items())`` (or ``list(s)``) as well.
 from __future__ import annotations
 
 import collections
+import sys
 import enum
 
 import pytest
@@ -534,6 +535,18 @@ def deque_operations(x):
     return x * a + b, d, list(d), err
 
 
+def deque_insert(x):
+    d = collections.deque([1, 2, 3])
+    d.insert(1, x * 2)
+    d.insert(-10, 0)  # (clamped, as list.insert)
+    d.insert(100, 9)
+    full = collections.deque([1], maxlen=1)
+    try:
+        full.insert(0, 5)
+    except IndexError as e:
+        return d, str(e), sys.intern("ab" + "c")
+
+
 def deque_maxlen(x):
     d = collections.deque(maxlen=3)
     for i in range(5):
@@ -813,6 +826,7 @@ CASES = [
     Case(counter_update_subtract, [(X,)]),
     Case(counter_arithmetic, [(X,)]),
     Case(deque_operations, [(X,)]),
+    Case(deque_insert, [(X,)]),
     _quiet_split(Case(deque_maxlen, [(X,)]), "deque.maxlen raises AttributeError in graphjit's model"),
     Case(deque_indexing_of_tensors, [(X,)]),
     Case(deque_setitem, [(X,)]),

@@ -3,7 +3,8 @@
 With ``graphjit.config.capture_dynamic_output_shape_ops`` (torch.compile's setting of that
 name), ``nonzero``, boolean-mask indexing and ``unique`` are traced with an unbacked
 symbolic size; with ``capture_scalar_outputs``, ``Tensor.item()`` is an unbacked symbolic
-number that Python arithmetic and ``math`` keep in the graph.  Both are off by default
+number that Python arithmetic and ``math`` keep in the graph (``float(t)``/``int(t)`` of a
+one-element tensor too).  Both are off by default
 (as in torch.compile): each is then a graph break whose reason names the setting.  Where
 Python itself needs such a value (a branch, a loop over a length), the trace breaks
 cleanly with the reason.  Every case is compared with eager, on inputs whose data change
@@ -66,8 +67,14 @@ def item_math(x):
     return x * v + math.sqrt(abs(v)) + math.floor(v * 2), v * 3, int(x.argmax().item()) + 1
 
 
+def float_and_int_of_tensors(x):
+    """``float(t)``/``int(t)`` of a one-element tensor: ``Tensor.__float__``, its item()."""
+    s = x.sum() + 1
+    return x * float(s) + int(x.max() * 3), float(x[:1]) * 2
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("fn", [masks, masked_update, item_math])
+@pytest.mark.parametrize("fn", [masks, masked_update, item_math, float_and_int_of_tensors])
 def test_one_graph_for_every_data_dependent_size(capture, backend, fn):
     cnt, st = run(fn, backend)
     assert cnt.frame_count == 1 and st["graph_breaks"] == 0, st["break_reasons"]

@@ -30,13 +30,20 @@ class CompiledModule(torch.nn.Module):
 
     _graphjit_runtime = True  # eager code calls it as it is (it compiles itself)
     #: the wrapper's own state (everything else is the wrapped module's)
-    _OWN_ATTRIBUTES = frozenset({"_orig_mod", "_compiled_call"})
+    _OWN_ATTRIBUTES = frozenset({"_orig_mod", "_compiled_call", "_options"})
 
     def __init__(self, mod: torch.nn.Module, **options: Any) -> None:
         super().__init__()
         self._orig_mod = mod
         self.__dict__["_compiled_call"] = shared_module_call(mod, **options)
+        self.__dict__["_options"] = options
         self.__dict__["_initialized"] = True
+
+    def __reduce__(self):
+        """Pickled (``torch.save``, ``copy.deepcopy``) as the wrapped module and the
+        options, as torch.compile's ``OptimizedModule`` is: loading compiles it again
+        (the compiled code is not saved; a backend that is not picklable is an error)."""
+        return (_rebuild_compiled_module, (self._modules["_orig_mod"], self.__dict__["_options"]))
 
     @property
     def training(self) -> bool:  # type: ignore[override]
@@ -92,6 +99,10 @@ class CompiledModule(torch.nn.Module):
 
     def __repr__(self) -> str:
         return f"CompiledModule({self._orig_mod!r})"
+
+
+def _rebuild_compiled_module(mod: torch.nn.Module, options: dict) -> CompiledModule:
+    return CompiledModule(mod, **options)
 
 
 def compile(model: Callable | None = None, *, fullgraph: bool = False, dynamic: bool | None = None,

@@ -188,13 +188,28 @@ def _user_rule(value: Any) -> Rule | None:
             return rule
         if getattr(value, "_torchdynamo_disable", False):  # torch.compiler.disable
             return Rule.DISABLE
-        return None
-    if not _id_rules:
-        return None
+        return Rule.IN_GRAPH if _torch_allowed_in_graph(value) else None
+    if _id_rules:
+        rule = _id_rules.get(id(value))
+        if rule is not None:
+            return rule
+    return Rule.IN_GRAPH if _torch_allowed_in_graph(value) else None
+
+
+def _torch_allowed_in_graph(value: Any) -> bool:
+    """Did the program register ``value`` with ``torch.compiler.allow_in_graph`` (einx
+    registers its ops)?  That registry is a set of ids in ``torch._dynamo.trace_rules``,
+    read only when the program imported it (the call does); ``nonstrict_trace`` and
+    ``leaf_function`` wrappers, which share it with another contract, are left out."""
+    rules = sys.modules.get("torch._dynamo.trace_rules")
+    if rules is None:
+        return False
+    key = id(value)
     try:
-        return _id_rules.get(id(value))
-    except TypeError:
-        return None
+        return key in rules._allowed_callable_ids and key not in rules._nonstrict_trace_callable_ids and \
+            key not in rules._leaf_function_ids
+    except AttributeError:  # another torch's layout: the registry is not read
+        return False
 
 
 def register_library_rule(code: types.CodeType, rule: Rule, reason: str) -> None:

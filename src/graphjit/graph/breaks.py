@@ -41,7 +41,7 @@ from ..exc import unsupported
 from ..guards.guard import GuardKind
 from ..sources import LocalSource
 from ..tracer.liveness import live_locals
-from ..tracer.translator import CONDITIONAL_JUMPS, GENERIC_BREAKS, BreakPoint
+from ..tracer.translator import CONDITIONAL_JUMPS, GENERIC_BREAKS, VALUE_KEEPING_JUMPS, BreakPoint
 from ..variables import (
     LazyVariableTracker,
     NestedUserFunctionVariable,
@@ -326,7 +326,11 @@ class BreakCodegen:
     def emit_jump(self, bp: BreakPoint) -> None:
         tx, cg, inst = self.tx, self.cg, bp.inst
         passthrough, cond = bp.stack[:-1], bp.stack[-1]
-        cg.reconstruct(cond)
+        keeps = inst.opname in VALUE_KEEPING_JUMPS  # the taken tail gets the value too
+        if keeps:
+            cg.load_fast(cg.to_temp(cond))
+        else:
+            cg.reconstruct(cond)
         fall, taken = bp.index + 1, tx.indexof[id(inst.target)]
         # both tails see the same objects, as they were before the replayed stores: build
         # new objects, and read what a store could change, before the jump
@@ -339,15 +343,16 @@ class BreakCodegen:
                 if var is not None and self._needs_temp(var):
                     cg.to_temp(var)
         self.side_effects.codegen(cg)
-        jump = create_instruction(inst.opname, target=inst)  # target fixed below
+        jump = create_instruction(VALUE_KEEPING_JUMPS.get(inst.opname, inst.opname), target=inst)  # (fixed below)
         cg.append(jump)
         saved = cg.save_temps()
-        for i, target in enumerate((fall, taken)):
+        tails = ((fall, passthrough), (taken, [*passthrough, cond] if keeps else passthrough))
+        for i, (target, stack) in enumerate(tails):
             cg.restore_temps(saved)  # each tail runs alone: only temps made before the jump
             first = len(cg.instructions)
-            marker, names, nulls, live = self._begin_resume_call(passthrough, target)
+            marker, names, nulls, live = self._begin_resume_call(stack, target)
             params = tuple(names) + tuple(live)
-            self._load_resume(marker, target, len(passthrough), nulls, params)
+            self._load_resume(marker, target, len(stack), nulls, params)
             cg.call(len(params) + self._push_cells())
             cg.return_value()
             if i == 1:

@@ -34,6 +34,7 @@ from ..variables import (
     is_new,
 )
 from ..variables.cells import EMPTY
+from ..variables.objects import allocator
 from ..variables.dicts import DELETED
 from ..diagnostics.describe import describe
 
@@ -123,7 +124,7 @@ class PyCodegen:
         try:
             if isinstance(var, UserObjectVariable):
                 self.push_null()
-                self.load_const(object.__new__)
+                self.load_const(allocator(var.cls))
                 self.load_const(var.cls)
                 self.call(1)
                 self._pending.append(var)
@@ -197,7 +198,9 @@ class PyCodegen:
                 self.load_fast(obj)
                 self.store_attr("cell_contents")
             return
-        if var._dict is not None:
+        if var._dict is not None and allocator(var.cls) is not object.__new__:
+            self._fill_namespace_dict(obj, var._dict)
+        elif var._dict is not None:
             d = self.to_temp(var._dict)
             self.push_null()
             self.load_const(object.__setattr__)
@@ -217,6 +220,21 @@ class PyCodegen:
             self.load_fast(v)
             self.call(3)
             self.append_pop_top()
+
+    def _fill_namespace_dict(self, obj: str, dict_var) -> None:
+        """``obj.__dict__.update(d)``: a namespace's ``__dict__`` is a read-only member, so
+        its own dict is filled; from then on the dict tracker stands for that dict."""
+        d = self.to_temp(dict_var)
+        self.load_fast(obj)
+        self.append(create_instruction("LOAD_ATTR", argval="__dict__"))
+        own = self.new_var("obj")
+        self.store_fast(own)
+        self.load_fast(own)
+        self.append(create_instruction("LOAD_METHOD", argval="update"))
+        self.load_fast(d)
+        self.call(1)
+        self.append_pop_top()
+        self.set_temp(dict_var, own)
 
     def set_temp(self, var, name: str) -> None:
         """From now on ``var``'s value is the local ``name``."""

@@ -31,6 +31,21 @@ def substitute_for(*originals):
 
 #: (type, name) -> polyfill, for class methods of C types (``dict.fromkeys``)
 CLASS_METHOD_SUBSTITUTES: dict = {}
+#: (type, name) -> polyfill taking the class first, for a C class method reached through
+#: a subclass (``OrderedDict.fromkeys``, a user's dict subclass): ``polyfill.takes_class``
+INHERITED_CLASS_METHODS: dict = {}
+
+
+def substitute_for_subclasses(owner: type, name: str):
+    """Register the decorated polyfill, called with the class first, for ``name`` read
+    through a subclass of ``owner``."""
+
+    def deco(polyfill):
+        polyfill.takes_class = True
+        INHERITED_CLASS_METHODS[(owner, name)] = polyfill
+        return polyfill
+
+    return deco
 
 
 def substitute(value):
@@ -40,7 +55,11 @@ def substitute(value):
         return entry[1]
     owner = getattr(value, "__self__", None)
     if isinstance(owner, type) and type(value).__name__ == "builtin_function_or_method":
-        return CLASS_METHOD_SUBSTITUTES.get((owner, value.__name__))
+        found = CLASS_METHOD_SUBSTITUTES.get((owner, value.__name__))
+        if found is None:
+            found = next((INHERITED_CLASS_METHODS[(base, value.__name__)] for base in owner.__mro__[1:]
+                          if (base, value.__name__) in INHERITED_CLASS_METHODS), None)
+        return found
     return None
 
 

@@ -2,7 +2,7 @@
 
 import collections
 
-from . import substitute_for
+from . import substitute_for, substitute_for_subclasses
 
 
 def sequence_contains(seq, value):
@@ -110,6 +110,16 @@ def ordered_dict_eq(a, b):
 def dict_fromkeys(iterable, value=None):
     """``dict.fromkeys(iterable, value=None)``."""
     d = {}
+    for key in iterable:
+        d[key] = value
+    return d
+
+
+@substitute_for_subclasses(dict, "fromkeys")
+def dict_subclass_fromkeys(cls, iterable, value=None):
+    """``cls.fromkeys(iterable, value=None)`` for a subclass of ``dict`` (``OrderedDict``,
+    a user's): ``cls()``, then each key stored through ``cls``'s ``__setitem__``."""
+    d = cls()
     for key in iterable:
         d[key] = value
     return d

@@ -209,12 +209,18 @@ class TranslatorBase(StackHandlers, LoadStoreHandlers, OpHandlers, ControlHandle
             tx = tx.parent
         if handled is None or handled is e.exc:
             return
-        o = handled
-        while o is not None:  # CPython: avoid a cycle exc -> ... -> exc
+        o = slow = handled
+        toggle = False
+        while o.__context__ is not None:  # CPython: avoid a cycle exc -> ... -> exc
             if o.__context__ is e.exc:
                 o.__context__ = None
                 break
             o = o.__context__
+            if o is slow:  # a cycle already in the chain (Floyd's check, as CPython's)
+                break
+            if toggle:
+                slow = slow.__context__
+            toggle = not toggle
         e.exc.__context__ = handled
 
     def enter_handler(self, e: ObservedException, inst: Instruction) -> None:
@@ -520,16 +526,21 @@ class GeneratorFrame(InliningTranslator):
         """Run to the next ``yield`` or the end.  An exception leaving the body finishes
         the generator; a ``StopIteration`` leaving it is a ``RuntimeError`` (PEP 479,
         ``gen_send_ex``), with the ``StopIteration`` as its cause."""
+        self.running = True
         try:
             self.run()
         except ObservedException as e:
             self.exhausted = True
             raise _pep479(e) from None
+        finally:
+            self.running = False
 
     def next_value(self, consumer, sent: VariableTracker | None = None) -> VariableTracker | None:
         """The next yielded tracker, or ``None`` when the generator is exhausted (its
         return value is then :attr:`return_value`).  ``sent`` is what the paused
         ``yield`` evaluates to (``send``); ``None`` for ``next``."""
+        if getattr(self, "running", False):  # its own body asks for its next value
+            raise observed(ValueError, "generator already executing")
         if self.exhausted:
             return None
         depth, tx = 0, consumer
@@ -608,10 +619,14 @@ GENERIC_BREAKS = {
     "BUILD_CONST_KEY_MAP": (lambda arg: arg + 1, 1), "BUILD_SLICE": (None, 1),
     "BEFORE_WITH": (1, 2),
 }
+#: ``a and b``/``a or b``: the tested value stays on the stack where the jump is taken
+#: (the break tests it with the popping jump named here, and passes it on to that tail)
+VALUE_KEEPING_JUMPS = {"JUMP_IF_FALSE_OR_POP": "POP_JUMP_FORWARD_IF_FALSE",
+                       "JUMP_IF_TRUE_OR_POP": "POP_JUMP_FORWARD_IF_TRUE"}
 CONDITIONAL_JUMPS = frozenset({
     "POP_JUMP_FORWARD_IF_TRUE", "POP_JUMP_FORWARD_IF_FALSE", "POP_JUMP_BACKWARD_IF_TRUE",
     "POP_JUMP_BACKWARD_IF_FALSE", "POP_JUMP_FORWARD_IF_NONE", "POP_JUMP_FORWARD_IF_NOT_NONE",
-    "POP_JUMP_BACKWARD_IF_NONE", "POP_JUMP_BACKWARD_IF_NOT_NONE",
+    "POP_JUMP_BACKWARD_IF_NONE", "POP_JUMP_BACKWARD_IF_NOT_NONE", *VALUE_KEEPING_JUMPS,
 })
 RESUMABLE = frozenset({"CALL", "CALL_FUNCTION_EX", *CONDITIONAL_JUMPS, *GENERIC_BREAKS})
 

@@ -4,11 +4,13 @@ Modules, in layer order (each imports only those before it): ``base`` (tracker b
 mutation types, lazy trackers, the builder registry) → ``constant`` → ``object_ids`` (``id()``) →
 ``sym_node`` (symbolic numbers) → ``tensor`` →
 ``sequences``, ``sizes`` (``torch.Size``), ``dicts``, ``sets``, ``view_sets`` (dict views as sets), ``iterators`` (containers) → ``random_values`` → ``cells`` → ``functions``
-→ ``exceptions`` → ``object_protocol``, ``instance_attrs``, ``dict_objects``,
+→ ``partial_subclasses`` (instances of Python subclasses of ``functools.partial``) → ``exceptions`` → ``object_protocol``, ``instance_attrs``, ``dict_objects``,
 ``builtin_subclasses`` (tuple/set subclasses, mappingproxy), ``objects``,
-``nn_module``, ``torchscript``, ``numpy_values`` (Python objects; TorchScript's opaque
-ones; numpy folded on constants), ``generators`` →
-``operators``, ``grad_mode``, ``builtins``, ``torch_function``, ``checkpoint``, ``copying``
+``nn_module``, ``torchscript``, ``numpy_tensors`` (numpy on arrays of tensors, through
+``torch._numpy``), ``numpy_values`` (Python objects; TorchScript's opaque ones; numpy
+folded on constants), ``generators`` →
+``operators``, ``grad_mode``, ``builtins``, ``interpreter`` (frames, ``importlib.import_module``),
+``torch_function``, ``checkpoint``, ``copying``
 (``copy.copy``/``deepcopy``), ``functional_call`` → ``tensor_subclasses``, ``mode_stack``,
 ``dispatch_probe``, ``torch_modes`` (``__torch_function__``) → the ``hops`` package
 (higher-order operators: control flow and torch.func) → ``builder`` (how callables are
@@ -56,6 +58,7 @@ from .builtins import BuiltinVariable
 from . import library  # noqa: F401  (registers inspect.signature and its values)
 from . import immutable_values  # noqa: F401  (str.isalnum(c), re's functions, patterns)
 from . import formatting  # noqa: F401  (str()/repr()/f-strings of non-constant values)
+from . import interpreter  # noqa: F401  (sys._getframe, inspect.currentframe, importlib.import_module)
 from .torch_function import TorchFunctionVariable
 from .checkpoint import CheckpointVariable
 from . import copying  # noqa: F401  (registers copy.copy/deepcopy and the C methods they reach)

@@ -129,6 +129,9 @@ def build_callable(tx, value: Any, source: Source | None) -> VariableTracker:
         # x.sum and x.mean share __self__: the name decides
         _guard(tx, _attr(source, "__name__"), GuardKind.CONSTANT_MATCH, value.__name__)
         return MethodVariable(tensor, value.__name__, source=source)
+    if (getattr(value, "__module__", None) or "").startswith("torch._C._dynamo"):
+        _guard(tx, source, GuardKind.ID_MATCH, value)  # (Dynamo's C functions: not torch's API)
+        return OpaqueCallableVariable(value, "TorchDynamo internals", source=source)
     if is_torch_callable(value):
         _guard(tx, source, GuardKind.ID_MATCH, value)
         return TorchFunctionVariable(value, source=source)

@@ -21,6 +21,7 @@ import types
 import torch
 from typing import Any, Callable
 
+from .. import config
 from ..exc import ObservedException, Unsupported, observed, unsupported
 from ..guards.guard import GuardKind
 from ..polyfills import builtins as poly
@@ -69,6 +70,7 @@ PURE_BUILTINS = {
     abs, all, any, bool, chr, divmod, float, hash, hex, int, len, max, min, oct, ord, pow,
     repr, round, sorted, str, sum, tuple, list, isinstance, issubclass, callable, complex,
     range, slice, bin, format, reversed, enumerate, zip, frozenset, bytes, ascii,
+    sys.intern,  # (a str's canonical copy: equal to it; namedtuple() interns field names)
 }
 PURE_MODULES = ("_operator", "operator", "math")
 
@@ -184,6 +186,9 @@ def call_builtin(tx, fn, args: list, kwargs: dict) -> VariableTracker:
     if isinstance(fn, type) and issubclass(fn, BaseException):
         cargs, ckwargs = check_constant_args(fn.__name__, args, kwargs)
         return ExceptionVariable(call_python(fn.__name__, fn, *cargs, **ckwargs))
+    if fn in (float, int) and len(args) == 1 and not kwargs and args[0].is_tensor() and \
+            config.capture_scalar_outputs:  # ``t.__float__()``: its one value, an unbacked symbol
+        return call_builtin(tx, fn, [args[0].call_method(tx, "item", [], {})], {})
     if any(a.is_tensor() for a in [*args, *kwargs.values()]):
         if getattr(fn, "__module__", None) in ("_operator", "operator"):
             return tensor_operator(tx, fn, args) if not kwargs else tx.output.call(tx, "call_function", fn, args, kwargs)
@@ -826,7 +831,8 @@ def is_builtin_callable(value: Any) -> bool:
                               types.WrapperDescriptorType, types.MethodDescriptorType)):
         return False
     try:
-        return value in _HANDLERS or getattr(builtins, getattr(value, "__name__", ""), None) is value \
+        return value in _HANDLERS or value in PURE_BUILTINS \
+            or getattr(builtins, getattr(value, "__name__", ""), None) is value \
             or getattr(value, "__module__", None) in PURE_MODULES or _type_method_owner(value) is not None
     except TypeError:
         return False

@@ -15,6 +15,7 @@ expected to contain only concrete integers").  A symbolic value is a graph value
 from __future__ import annotations
 
 import types
+import typing
 from typing import Any
 
 import torch
@@ -25,6 +26,11 @@ from ..exc import InternalError, ObservedException, unsupported
 from ..guards.guard import GuardKind
 from .base import MethodVariable, VariableTracker, call_python, check_constant_args, register_builder
 from ..diagnostics.describe import describe
+
+#: typing constructs: immutable, hashable, compared by value (annotations read by
+#: ``inspect``; built in ``immutable_values``)
+TYPING_VALUES = tuple({types.UnionType, types.GenericAlias, type(typing.Union[int, str]),
+                        type(typing.List[int]), type(typing.Any), type(typing.Optional)})
 
 CONSTANT_TYPES = (
     type(None), bool, int, float, complex, str, bytes, type(Ellipsis), type(NotImplemented),

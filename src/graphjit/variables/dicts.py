@@ -36,6 +36,7 @@ from .base import (
     ValueMutationNew,
     VariableTracker,
     call_python,
+    is_new,
     register_builder,
 )
 from .constant import ConstantVariable
@@ -107,6 +108,28 @@ class GraphTensorKey:
         return f"<tensor {self.name}>"
 
 
+class NewObjectKey(GraphTensorKey):
+    """The key of an object made in the trace and hashed by identity (``object.__hash__``:
+    a plain instance, a ``functools.partial``): one per tracker, rebuilt as that object
+    where a container escapes; never in a dict that existed before the call."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"<new {self.name}>"
+
+
+def _new_object_key(var: VariableTracker, tx) -> Any:
+    """The :class:`NewObjectKey` of a new object hashed by identity, or ``None``."""
+    if tx is None or not is_new(var) or var.python_type().__hash__ is not object.__hash__:
+        return None
+    key = tx.output.node_keys.get(("new object", id(var)))
+    if key is None:
+        key = tx.output.node_keys[("new object", id(var))] = NewObjectKey(var.python_type().__qualname__)
+        tx.output.key_trackers[id(key)] = var
+    return key
+
+
 def guard_key(tx, key: Any) -> None:
     """A tensor key of a pre-existing dict: the real key must be this very tensor."""
     if isinstance(key, IdentityKey):
@@ -156,7 +179,7 @@ def key_of(var: VariableTracker, tx=None) -> Any:
     try:
         key = var.as_python_constant()
     except Exception:
-        key = _existing_object_key(var, tx)
+        key = _existing_object_key(var, tx) or _new_object_key(var, tx)
         if key is not None:
             return key
         key = _frozen_dataclass_key(var, tx)
@@ -516,6 +539,45 @@ class DictVariable(VariableTracker):
             other.user_cls, collections.OrderedDict)
         return tx.inline_polyfill(poly.ordered_dict_eq if ordered else poly.dict_eq, [self, other])
 
+    def _ne(self, tx, other):
+        if not isinstance(other, DictVariable):
+            return ConstantVariable(NotImplemented)
+        same = self._eq(tx, other)
+        if not same.is_python_constant():
+            raise unsupported("dict comparison that is not a constant", f"{describe(self)} != {describe(other)}")
+        return ConstantVariable(not same.as_python_constant())
+
+    def _merged_type(self) -> tuple[type, Any]:
+        """The class (and default factory) of ``self | other``: ``OrderedDict`` and
+        ``defaultdict`` make their own type (``odict_or``, ``defdict_or``), ``dict``'s
+        ``__or__`` a plain dict (``PyDict_Copy``)."""
+        if issubclass(self.user_cls, (collections.OrderedDict, collections.defaultdict)):
+            return self.user_cls, self.default_factory
+        return dict, None
+
+    def _or(self, tx, other):
+        """``dict.__or__``: a new dict, ``self`` updated with ``other`` (NotImplemented for
+        anything but a dict)."""
+        if not isinstance(other, DictVariable):
+            return ConstantVariable(NotImplemented)
+        cls, factory = self._merged_type()
+        merged = DictVariable(dict(self.realize_items(tx)), user_cls=cls, default_factory=factory)
+        merged._update(tx, other)
+        return merged
+
+    def _ror(self, tx, other):
+        if not isinstance(other, DictVariable):
+            return ConstantVariable(NotImplemented)
+        cls, factory = self._merged_type()
+        merged = DictVariable(dict(other.realize_items(tx)), user_cls=cls, default_factory=factory)
+        merged._update(tx, self)
+        return merged
+
+    def _ior(self, tx, other):
+        """``dict.__ior__``: ``self.update(other)`` (any mapping or iterable of pairs), self."""
+        self._update(tx, other)
+        return self
+
     def _ordered(self, name: str) -> None:
         if not issubclass(self.user_cls, collections.OrderedDict):
             raise observed(AttributeError, f"'dict' object has no attribute '{name}'")
@@ -586,7 +648,8 @@ _DICT_METHODS = {
     "update": DictVariable._update, "clear": DictVariable._clear, "copy": DictVariable._copy,
     "keys": DictVariable._view("keys"), "values": DictVariable._view("values"),
     "items": DictVariable._view("items"), "__iter__": DictVariable._iter, "__eq__": DictVariable._eq,
-    "move_to_end": DictVariable._move_to_end,
+    "move_to_end": DictVariable._move_to_end, "__ne__": DictVariable._ne, "__or__": DictVariable._or,
+    "__ror__": DictVariable._ror, "__ior__": DictVariable._ior,
 }
 
 

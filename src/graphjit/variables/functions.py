@@ -320,6 +320,8 @@ class PolyfilledCallableVariable(ValueCallableVariable):
         check_call(self.value, args, kwargs)  # the original's signature, not the polyfill's
         if isinstance(self.polyfill, type):  # a class standing for a C type: instantiated
             return VariableTracker.build(tx, self.polyfill).call_function(tx, list(args), dict(kwargs))
+        if getattr(self.polyfill, "takes_class", False):  # a C class method through a subclass
+            args = [VariableTracker.build(tx, self.value.__self__), *args]
         result = tx.inline_polyfill(self.polyfill, list(args), dict(kwargs))
         if getattr(result, "escapes_as", False) is None:  # a generator of the polyfill
             result.escapes_as = self.value
@@ -499,7 +501,7 @@ class PartialVariable(VariableTracker):
             cg.extend(self.source.reconstruct())
             return
         cg.push_null()
-        cg.load_const(functools.partial)
+        cg.load_const(self.python_type())  # (a subclass: partial_subclasses)
         cg.reconstruct(self.func)
         for arg in self.args:
             cg.reconstruct(arg)

@@ -25,9 +25,9 @@
 
 from __future__ import annotations
 
+import collections
 import re
 import types
-import typing
 from typing import Any
 
 from ..exc import observed, unsupported
@@ -43,14 +43,15 @@ from .base import (
     register_builder_predicate,
 )
 from .builtins import BuiltinVariable, build_builtin, check_builtin_args, register
-from .constant import ConstantVariable, is_constant_value
+from .constant import TYPING_VALUES, ConstantVariable, is_constant_value
+from .dicts import DictVariable
 from .sequences import ListVariable, TupleVariable
 
 #: built-in types whose values are immutable and held as constants
 IMMUTABLE_TYPES = (str, bytes, int, float, complex, bool, tuple, frozenset, range)
 #: containers whose methods, called through the class (``set.union(a, b)``), are the
 #: first argument's own method
-CONTAINER_TYPES = (set, list, dict)
+CONTAINER_TYPES = (set, list, dict, collections.OrderedDict, collections.defaultdict)
 _REGEX_TYPES = (re.Pattern, re.Match)
 
 
@@ -78,6 +79,8 @@ class TypeMethodVariable(BuiltinVariable):
             return args[0].call_method(tx, self.fn.__name__, list(args[1:]), dict(kwargs))
         if args and isinstance(args[0].python_type(), type) and issubclass(args[0].python_type(), owner):
             # a subclass instance: the base type's method, not an override
+            if owner is dict and isinstance(args[0], DictVariable):
+                return _plain_dict_method(tx, self.fn.__name__, args, kwargs)
             base_method = getattr(args[0], "container_method", None) or getattr(args[0], "call_dict_method", None)
             if base_method is not None:
                 return base_method(tx, self.fn.__name__, list(args[1:]), dict(kwargs))
@@ -92,6 +95,20 @@ class TypeMethodVariable(BuiltinVariable):
         cg.load_const(self.fn)
 
 
+def _plain_dict_method(tx, name: str, args: list, kwargs: dict) -> VariableTracker:
+    """``dict``'s own method on an instance of a subclass (``dict.__eq__(od1, od2)``):
+    ``dict``'s ``==`` ignores the order an ``OrderedDict``'s keeps, and its ``copy``/``|``
+    make a plain dict (``PyDict_Copy``)."""
+    d = args[0]
+    if name in ("__eq__", "__ne__", "__or__", "copy"):
+        d = DictVariable(dict(d.realize_items(tx)))  # the same items, seen as a plain dict
+        if name == "__or__" and len(args) == 2 and isinstance(args[1], DictVariable):
+            args = [d, DictVariable(dict(args[1].realize_items(tx)))]
+        else:
+            args = [d, *args[1:]]
+    return d.call_dict_method(tx, name, list(args[1:]), dict(kwargs))
+
+
 @register_builder_predicate(_is_type_method)
 def _build_type_method(tx, value, source):
     if source is not None:
@@ -99,11 +116,7 @@ def _build_type_method(tx, value, source):
     return TypeMethodVariable(value, source=source)
 
 
-_TYPING_VALUES = tuple({types.UnionType, types.GenericAlias, type(typing.Union[int, str]),
-                         type(typing.List[int]), type(typing.Any), type(typing.Optional)})
-
-
-@register_builder(*_TYPING_VALUES)
+@register_builder(*TYPING_VALUES)
 def _build_typing_value(tx, value, source):
     if source is not None:
         tx.output.add_guard(source, GuardKind.ID_MATCH, value)

@@ -24,7 +24,7 @@ from ..sources import AttrSource
 from .base import MethodVariable, VariableTracker, call_python, check_constant_args, register_builder, \
     register_builder_by_id
 from .builtins import build_builtin, register
-from .constant import ConstantVariable, is_constant_value
+from .constant import TYPING_VALUES, ConstantVariable, is_constant_value
 from .functions import NestedUserFunctionVariable, UserFunctionVariable, UserMethodVariable
 from .dicts import MISSING, DictVariable
 from .sequences import ListVariable, TupleVariable
@@ -162,7 +162,8 @@ def _stand_in_vars(value: Any) -> list:
 
 def wrap_inspect_value(tx, value: Any) -> VariableTracker:
     """A tracker for a value read from a signature (sourceless: it is immutable)."""
-    if isinstance(value, enum.Enum) or is_constant_value(value) or isinstance(value, type):
+    if isinstance(value, enum.Enum) or is_constant_value(value) or isinstance(value, type) or \
+            isinstance(value, TYPING_VALUES):  # an annotation `X | Y`, `Optional[X]`, `list[int]`
         return VariableTracker.build(tx, value)
     if isinstance(value, _IMMUTABLE):
         return InspectValueVariable(value)

@@ -9,7 +9,8 @@ Contract:
   needs as a value.  Operators, methods, attributes, indexing, iteration, ``int()``,
   ``float()``, ``tuple()``, ``.tolist()`` on such values fold the same way.
 * numpy on a tensor (``np.sin(x)``, ``np.array(x)``) is a graph break with its reason: the
-  call runs in Python (torch.compile traces it through ``torch._numpy`` instead).  So are
+  call runs in Python.  numpy on the array of a tensor (``x.numpy()``) is traced through
+  ``torch._numpy``, as torch.compile traces it (``numpy_tensors``).  So are
   ``numpy.random`` (it draws), I/O and numpy's global settings (:data:`IMPURE`).
 * A numpy value that existed before the call: a scalar or dtype is guarded by value; an
   ``ndarray`` by type, its metadata where read (:class:`NdarrayMetadata`), and by its
@@ -57,6 +58,7 @@ from .base import (
 )
 from .constant import ConstantVariable, is_constant_value
 from .functions import OpaqueCallableVariable, ValueCallableVariable
+from .numpy_tensors import call_numpy, function_path, involves_arrays
 from .sequences import ListVariable, TupleVariable
 
 #: A pre-existing array whose contents the trace reads is guarded by them up to this size.
@@ -338,6 +340,9 @@ class NumpyFunctionVariable(ValueCallableVariable):
 
     def call_function(self, tx, args, kwargs) -> VariableTracker:
         name = self._repr_body()
+        path = function_path(self.value) if involves_arrays(args, kwargs) else None
+        if path is not None:  # numpy on tensors: torch._numpy's version in the graph
+            return call_numpy(tx, path, args, kwargs)
         if any(_has_tensor(a) for a in [*args, *kwargs.values()]):
             raise unsupported("numpy function on a tensor", f"{name}(...)", _WHY_TENSOR,
                               ["Use the torch operation instead, or move the numpy code out of the "

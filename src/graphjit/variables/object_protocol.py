@@ -165,7 +165,12 @@ def call_descriptor_method(tx, fn_raw, fn_source: Source | None, args: list) -> 
 #: ``__getattribute__`` of builtin bases whose C slot is CPython's generic lookup (a user
 #: subclass of ``dict`` or ``Exception`` reads attributes like any object)
 _GENERIC_GETATTRO = frozenset(t.__dict__["__getattribute__"] for t in (
-    dict, list, tuple, set, frozenset, int, float, str, bytes, BaseException))
+    dict, list, tuple, set, frozenset, int, float, str, bytes, BaseException, types.SimpleNamespace))
+#: ``__setattr__``/``__delattr__`` of builtin bases that are CPython's generic ones
+#: ``SimpleNamespace.__dict__``: a read-only member holding the instance dict
+_NAMESPACE_DICT = types.SimpleNamespace.__dict__["__dict__"]
+_GENERIC_HOOKS = {"__setattr__": frozenset({types.SimpleNamespace.__setattr__}),
+                  "__delattr__": frozenset({types.SimpleNamespace.__delattr__})}
 
 
 def get_attr(tx, obj, name: str) -> VariableTracker:
@@ -252,7 +257,7 @@ def _data_descriptor_get(tx, obj, name: str, found: TypeAttr) -> VariableTracker
         if raw.fget is None:
             raise observed(AttributeError, f"property '{name}' of '{cls.__name__}' object has no getter")
         return call_descriptor_method(tx, raw.fget, AttrSource(owner_dict_source(tx, found, name), "fget"), [obj])
-    if name == "__dict__" and isinstance(raw, types.GetSetDescriptorType):
+    if name == "__dict__" and (isinstance(raw, types.GetSetDescriptorType) or raw is _NAMESPACE_DICT):
         return obj.instance_dict(tx)
     if name == "__class__":
         return VariableTracker.build(tx, cls)
@@ -325,7 +330,7 @@ def _type_hook(tx, obj, slot: str, default: Any, args: list) -> bool:
     False when it is ``object``'s, so the generic algorithm applies."""
     cls = obj.python_type()
     fn = type_attr_raw(cls, slot)
-    if fn is default:
+    if fn is default or fn in _GENERIC_HOOKS[slot]:
         return False
     if not isinstance(fn, types.FunctionType):
         raise unsupported(f"C-level {slot}", f"{cls.__qualname__}.{_attr_name(args[0])}")

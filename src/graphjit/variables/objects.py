@@ -43,6 +43,7 @@ from .dict_objects import DictObjectVariable
 from .dicts import DELETED, MISSING, DictVariable
 from .exceptions import ExceptionVariable
 from .functions import UserMethodVariable
+from .partial_subclasses import is_modelled_subclass, make_instance as make_partial_instance
 from .instance_attrs import InstanceAttrsMixin, InstanceDictVariable
 from ..diagnostics.describe import describe
 from .builtin_subclasses import (
@@ -316,6 +317,10 @@ def instantiate(tx, cls_var: ClassVariable, args: list, kwargs: dict) -> Variabl
     if cls in FOLDED_CLASSES and all(a.is_python_constant() for a in [*args, *kwargs.values()]):
         cargs, ckwargs = check_constant_args(cls.__qualname__, args, kwargs)
         return VariableTracker.build(tx, call_python(f"{cls.__qualname__}()", cls, *cargs, **ckwargs))
+    if issubclass(cls, types.SimpleNamespace) and cls.__new__ is types.SimpleNamespace.__new__:
+        return _make_namespace(tx, cls_var, args, kwargs)
+    if is_modelled_subclass(cls):  # a Python subclass of functools.partial
+        return make_partial_instance(tx, cls, args, kwargs)
     new = proto.type_attr_raw(cls, "__new__")
     if new is object.__new__:
         obj = new_object(tx, cls)
@@ -339,6 +344,34 @@ def instantiate(tx, cls_var: ClassVariable, args: list, kwargs: dict) -> Variabl
             obj.var_getattr(tx, "__init__").call_function(tx, args, kwargs)
         elif new is object.__new__:  # object() takes no arguments
             _object_init(tx, obj, *args, **kwargs)
+    return obj
+
+
+def allocator(cls: type):
+    """What makes an empty instance of ``cls`` where a new object escapes (filled after):
+    ``object.__new__``, or ``SimpleNamespace.__new__`` for a namespace (whose C ``__new__``
+    refuses ``object.__new__``)."""
+    return types.SimpleNamespace.__new__ if issubclass(cls, types.SimpleNamespace) else object.__new__
+
+
+def _make_namespace(tx, cls_var: ClassVariable, args: list, kwargs: dict) -> VariableTracker:
+    """``types.SimpleNamespace(**kw)`` (or a Python subclass): a new object whose
+    ``__dict__`` holds the keywords; ``SimpleNamespace.__init__`` refuses positional
+    arguments (3.11), a Python ``__init__`` is traced."""
+    cls = cls_var.cls
+    if any(k.__module__ == "builtins" and k not in (object, types.SimpleNamespace) for k in cls.__mro__) \
+            or type(cls) not in (type, abc.ABCMeta):
+        raise unsupported("class with a C-level __new__", f"{cls.__qualname__}(...)",
+                          "A namespace class with another built-in base is not created while tracing.")
+    obj = UserObjectVariable(None, cls=cls)
+    init = proto.type_attr_raw(cls, "__init__")
+    if isinstance(init, types.FunctionType):
+        obj.var_getattr(tx, "__init__").call_function(tx, args, kwargs)
+        return obj
+    if args:
+        raise observed(TypeError, "no positional arguments expected")
+    for name, value in kwargs.items():
+        proto.generic_setattr(tx, obj, name, value)
     return obj
 
 

@@ -25,6 +25,7 @@ from . import object_protocol as proto
 from .base import VariableTracker, call_python
 from .constant import ConstantVariable
 from .dicts import DictVariable, DictViewVariable, MISSING
+from .numpy_tensors import NdarrayTensorVariable, numpy_operator
 from .builtin_subclasses import MappingProxyVariable, TupleObjectVariable
 from .object_ids import ObjectIdVariable
 from .objects import UserObjectVariable
@@ -57,6 +58,8 @@ def binary_op(tx, op: Callable, left: VariableTracker, right: VariableTracker) -
     if op in (operator.is_, operator.is_not):
         same = left.identity() is right.identity()
         return ConstantVariable(same if op is operator.is_ else not same)
+    if isinstance(left, NdarrayTensorVariable) or isinstance(right, NdarrayTensorVariable):
+        return numpy_operator(tx, op, [left, right])
     if left.is_tensor() or right.is_tensor():
         if not left.is_tensor() and op in _INPLACE_TO_PLAIN:
             op = _INPLACE_TO_PLAIN[op]
@@ -146,10 +149,11 @@ def _container_op(tx, op, left, right) -> VariableTracker:
     if isinstance(left, DictVariable) and op is operator.ior:  # ``d |= pairs``: d.update(pairs)
         left.call_method(tx, "update", [right], {})
         return left
-    if isinstance(left, DictVariable) and isinstance(right, DictVariable) and base_op is operator.or_:
-        merged = DictVariable(dict(left.realize_items(tx))) if op is operator.or_ else left
-        merged.call_method(tx, "update", [right], {})
-        return merged
+    if isinstance(left, DictVariable) and isinstance(right, DictVariable) and op is operator.or_:
+        lt, rt = left.python_type(), right.python_type()
+        if rt is not lt and issubclass(rt, lt) and right._merged_type()[0] is not dict:
+            return right.call_dict_method(tx, "__ror__", [left], {})  # a subtype's slot first
+        return left.call_dict_method(tx, "__or__", [right], {})
     if left.is_python_constant() and right.is_python_constant():
         return VariableTracker.build(tx, call_python(_name(op), op, left.as_python_constant(),
                                                      right.as_python_constant()))
@@ -269,6 +273,8 @@ def tensor_operator(tx, op: Callable, args: list) -> VariableTracker:
 
 
 def unary_op(tx, op: Callable, value: VariableTracker) -> VariableTracker:
+    if isinstance(value, NdarrayTensorVariable):
+        return numpy_operator(tx, op, [value])
     if value.is_tensor():
         if op is operator.not_:
             value.truthiness(tx)  # raises the data-dependent break

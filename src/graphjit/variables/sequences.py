@@ -428,6 +428,13 @@ class DequeVariable(BaseSequenceVariable):
                     n %= len(items)
                     items[:] = items[-n:] + items[:-n] if n else items
             return ConstantVariable(None)
+        if name == "insert" and len(args) == 2:  # deque_insert: list.insert's clamping
+            idx = _index_value(tx, args[0])
+            if self.maxlen is not None and len(items) >= self.maxlen:
+                raise observed(IndexError, "deque already at its maximum size")
+            self._mutate(tx)
+            items.insert(idx, args[1])
+            return ConstantVariable(None)
         if name == "copy":
             return DequeVariable(list(items), self.maxlen)
         if name == "reverse":

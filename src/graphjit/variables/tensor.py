@@ -22,11 +22,16 @@ from .base import MethodVariable, VariableTracker, check_constant_args, register
 from .constant import ConstantVariable
 from .sym_node import as_known, is_symbolic, reconstruct_graph_value
 
+#: Device and layout predicates besides ``is_cuda``/``is_cpu`` (torchmetrics asks
+#: ``is_mps``): the fake tensor's device and layout are the real one's.
+DEVICE_PREDICATES = ("is_mps", "is_xpu", "is_ipu", "is_maia", "is_mtia", "is_vulkan", "is_xla",
+                     "is_sparse_csr")
+
 #: Tensor attributes that are trace-time constants, read from the fake tensor.
 CONSTANT_ATTRS = frozenset({
     "dtype", "device", "shape", "ndim", "requires_grad", "is_cuda", "is_sparse",
     "is_quantized", "is_meta", "layout", "is_leaf", "is_complex_t", "itemsize", "nbytes",
-    "is_mkldnn", "is_nested", "is_cpu",
+    "is_mkldnn", "is_nested", "is_cpu", *DEVICE_PREDICATES,
 })
 
 #: Attributes that hold sizes (symbolic where a dimension is dynamic).
@@ -47,7 +52,11 @@ CONSTANT_METHODS = frozenset({
 STRIDE_METADATA = frozenset({"stride", "is_contiguous", "storage_offset"})
 KEY_METADATA = frozenset({"is_inference", "is_conj", "is_neg", "is_quantized", "is_sparse",
                           "is_mkldnn", "is_meta", "is_nested", "layout", "is_cuda", "is_cpu",
-                          "device", "get_device"})
+                          "device", "get_device", *DEVICE_PREDICATES})
+
+#: method name -> handler(tx, tensor, args, kwargs) registered by a later layer
+#: (``numpy_tensors``: ``Tensor.numpy()``), tried before the methods below break
+METHOD_HOOKS: dict = {}
 
 #: Methods that read tensor data into Python: a graph break by nature.
 DATA_DEPENDENT_METHODS = {
@@ -253,6 +262,8 @@ class TensorVariable(VariableTracker):
             return dispatched
         if name == "item" and not args and not kwargs and config.capture_scalar_outputs:
             return tx.output.call(tx, "call_method", "item", [self], {})  # an unbacked symbol
+        if name in METHOD_HOOKS:
+            return METHOD_HOOKS[name](tx, self, args, kwargs)
         if name in DATA_DEPENDENT_METHODS:
             raise unsupported(
                 "data-dependent tensor method" if name != "backward" else "autograd call",

@@ -21,6 +21,7 @@ from .base import VariableTracker, call_python, register_builder_by_id, register
 from .constant import ConstantVariable
 from .functions import UserMethodVariable
 from .grad_mode import GradModeVariable, InferenceModeVariable, set_grad_mode
+from .numpy_tensors import NdarrayTensorVariable
 from .numpy_values import constant_tensor
 from .sequences import TupleVariable
 from ..diagnostics.describe import describe
@@ -72,6 +73,25 @@ SKIPPED = {
 }
 
 
+#: ``node.meta`` key of a ``vmap`` body's batched placeholder
+BATCHED = "graphjit_vmap_batched"
+
+
+def is_batched(node: torch.fx.Node) -> bool:
+    """Does ``node`` (in a ``vmap`` body) compute from a batched input?  (In eager its
+    value is a ``BatchedTensor`` then: ``torch._C._functorch.is_batchedtensor``.)"""
+    seen, todo = set(), [node]
+    while todo:
+        n = todo.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if n.meta.get(BATCHED):
+            return True
+        todo.extend(n.all_input_nodes)
+    return False
+
+
 class TorchFunctionVariable(VariableTracker):
     """A callable from torch (``torch.relu``, ``F.linear``, ``torch.Tensor.add``)."""
 
@@ -108,6 +128,10 @@ class TorchFunctionVariable(VariableTracker):
             return ConstantVariable(tx.output.inference_mode)  # inside a traced block
         if fn in NO_OPS:  # bookkeeping with no effect on results
             return ConstantVariable(None)
+        if fn is torch._C._functorch.is_batchedtensor and len(args) == 1 and not kwargs and args[0].is_tensor():
+            return ConstantVariable(is_batched(args[0].node))  # (a vmap body's tensors are its slices)
+        if fn is torch._assert and args and args[0].is_python_constant() and args[0].as_python_constant():
+            return ConstantVariable(None)  # a condition known true: no node (as torch.compile)
         if fn in SKIPPED:
             raise unsupported(
                 "skipped torch function", f"{self._repr_body()} ({SKIPPED[fn]})",
@@ -136,6 +160,10 @@ class TorchFunctionVariable(VariableTracker):
         dispatched = tx.output.torch_function.call_function(tx, fn, args, kwargs)  # modes, subclasses
         if dispatched is not None:
             return dispatched
+        if fn in _FROM_NUMPY and len(args) == 1 and not kwargs and isinstance(args[0], NdarrayTensorVariable):
+            # an array of a graph tensor: the tensor again (aliasing it), or a copy
+            alias = tx.output.call(tx, "call_function", torch.ops.aten.alias.default, [args[0].tensor], {})
+            return alias if fn is not torch.tensor else args[0].tensor.call_method(tx, "clone", [], {})
         if fn in _FROM_NUMPY and len(args) == 1 and not kwargs:
             made = constant_tensor(tx, args[0], fn)  # a numpy value made in the trace
             if made is not None:
@@ -329,11 +357,54 @@ def _speculate_backward(tx, cls_var: VariableTracker, cls: type, ctx: VariableTr
         raise unsupported("autograd.Function backward that is not traceable", f"{cls.__qualname__}.backward: "
                           f"{e.reason}", "Its backward is traced to guard what it reads (a compiling "
                           "backend bakes it in); the call runs in Python.") from None
+    if out.side_effects.mark() != mark and len(out.prologue.steps) == steps and \
+            _nullified(out.side_effects, mark[0], mark[1:]):
+        return  # (backward undid what it changed: nothing happens on a backward pass)
     if out.side_effects.mark() != mark or len(out.prologue.steps) != steps:
         raise unsupported("autograd.Function backward with Python side effects", f"{cls.__qualname__}.backward",
                           "A compiling backend runs backward once, when it compiles; the call runs "
                           "in Python so that it happens on every backward pass, as in eager.")
 
+
+def _nullified(side_effects, start: int, rest: tuple) -> bool:
+    """Did the mutations logged from ``start`` on (a traced backward's) leave every attribute
+    and dict item they wrote as it was before (a counter incremented then decremented, a
+    flag set then restored)?  Then they are dropped from the log: a backward pass changes
+    nothing, so running backward only when the backend compiles it is eager's behaviour.
+    Only attribute and dict writes of objects that existed before the call qualify."""
+    if side_effects.mark()[1:] != rest:  # list or class-attribute changes: not checked here
+        return False
+    log, new = side_effects.log[:start], side_effects.log[start:]
+    final = {}
+    for e in new:
+        if e.kind not in ("attr", "dict") or side_effects.existing_value(e.target) is None:
+            return False
+        final[(e.kind, id(e.target), e.key)] = e
+    for (kind, _, key), e in final.items():
+        before = next((p.value for p in reversed(log) if p.kind == kind and p.target is e.target and p.key == key),
+                      _UNSET)
+        if before is _UNSET:  # the object's own value, as the call found it
+            obj = side_effects.existing_value(e.target)[0]
+            try:
+                before = getattr(obj, key) if kind == "attr" else obj[key]
+            except Exception:  # noqa: BLE001  (absent before: a write that stays is a change)
+                return False
+            if not (isinstance(e.value, VariableTracker) and e.value.is_python_constant()):
+                return False
+            after = e.value.as_python_constant()
+            if type(after) is not type(before) or not (after is before or after == before):
+                return False
+        elif e.value is not before and not (
+                isinstance(e.value, VariableTracker) and isinstance(before, VariableTracker) and
+                e.value.is_python_constant() and before.is_python_constant() and
+                type(e.value.as_python_constant()) is type(before.as_python_constant()) and
+                e.value.as_python_constant() == before.as_python_constant()):
+            return False
+    del side_effects.log[start:]
+    return True
+
+
+_UNSET = object()
 
 _APPLY_WRAPPERS: "weakref.WeakKeyDictionary[type, Any]" = weakref.WeakKeyDictionary()
 

@@ -28,6 +28,7 @@ from ..sequences import ListVariable, TupleVariable
 from ...diagnostics.describe import describe
 from ..sym_node import SymNodeVariable, is_symbolic
 from ..tensor import TensorVariable
+from ..torch_function import BATCHED
 from .pytree import Spec, tree_flatten, tree_unflatten
 
 
@@ -35,10 +36,12 @@ class BodyInput:
     """An explicit input of a body: a placeholder whose example is ``example`` (a fake
     tensor or a symbolic number)."""
 
-    __slots__ = ("example", "name")
+    __slots__ = ("example", "name", "batched")
 
     def __init__(self, example: Any, name: str = "arg") -> None:
         self.example, self.name = example, name
+        #: a ``vmap`` body's batched input: what ``is_batchedtensor`` sees in eager
+        self.batched = False
 
     def __repr__(self) -> str:
         return f"BodyInput({self.name})"
@@ -217,6 +220,8 @@ def _check_pure(scope, kind: str, outputs: list) -> None:
 
 def _placeholder(scope, arg: BodyInput) -> VariableTracker:
     node = scope.input(arg.name, arg.example)
+    if arg.batched:
+        node.meta[BATCHED] = True
     if isinstance(arg.example, torch.Tensor):
         return TensorVariable(node, arg.example)
     if is_symbolic(arg.example):

@@ -351,6 +351,9 @@ def _apply_wrap_style(tx, var: TransformedFunctionVariable, args: list, kwargs: 
     if var.name == "vmap":
         batch_dims = _vmap_batch_dims(tx, var, spec, leaves)
         inputs = _leaf_inputs(tx, leaves, drop=batch_dims)
+        for d, i in zip(batch_dims, inputs):
+            if isinstance(i, BodyInput):
+                i.batched = d is not None
     elif var.name in ("grad", "grad_and_value", "jacrev", "jacfwd", "hessian"):
         inputs = _leaf_inputs(tx, leaves, grad=_differentiated(spec, len(leaves), var.options.get("argnums", 0)))
     else:
@@ -369,7 +372,35 @@ def _apply_wrap_style(tx, var: TransformedFunctionVariable, args: list, kwargs: 
                                _fn_name(var.fn))
     explicit = [leaf.node for leaf, i in zip(leaves, inputs, strict=True) if isinstance(i, BodyInput)]
     out = tx.output
-    return _emit(tx, target, (out.install_body(body.gm), *explicit, *body.lifted), f"torch.func.{var.name}")
+    result = _emit(tx, target, (out.install_body(body.gm), *explicit, *body.lifted), f"torch.func.{var.name}")
+    if var.name == "vmap" and not var.options.get("chunk_size"):
+        result = _returned_inputs(var, leaves, inputs, batch_dims, body, result)
+    return result
+
+
+def _returned_inputs(var, leaves: list, inputs: list, batch_dims: list, body, result) -> VariableTracker:
+    """A vmapped function that returns its batched input (mutated in place: ``vmap(
+    Tensor.acos_)(x)``) gives back that very tensor where the output's batch dimension is
+    the input's (functorch's ``_remove_batch_dim`` unwraps it): the output is the input's
+    tracker, so ``y is x`` holds as in eager."""
+    placeholders = list(body.gm.graph.find_nodes(op="placeholder"))[:body.n_explicit]
+    explicit = [(leaf, d) for leaf, i, d in zip(leaves, inputs, batch_dims, strict=True) if isinstance(i, BodyInput)]
+    out_dims = var.options.get("out_dims", 0)
+    flat = list(result.items) if isinstance(result, TupleVariable) else [result]
+    if len(flat) != len(body.out_leaves):
+        return result
+    changed = False
+    for k, leaf in enumerate(body.out_leaves):
+        node = getattr(leaf, "node", None)
+        if node is None or node not in placeholders:
+            continue
+        outer, in_dim = explicit[placeholders.index(node)]
+        out_dim = out_dims[k] if isinstance(out_dims, tuple) and len(out_dims) == len(flat) else out_dims
+        if isinstance(outer, TensorVariable) and isinstance(out_dim, int) and in_dim == out_dim:
+            flat[k], changed = outer, True
+    if not changed:
+        return result
+    return TupleVariable(flat) if isinstance(result, TupleVariable) else flat[0]
 
 
 def _apply_call_style(tx, var: FuncTransformVariable, fn: VariableTracker, params: dict) -> VariableTracker:
