@@ -11,6 +11,9 @@ from typing import Any, Callable
 
 import torch
 
+from ..graph.subgraphs import inline_calls
+from ..variables.hops.repeated_blocks import is_compiled_block_call
+
 CompilerFn = Callable[[torch.fx.GraphModule, list], Callable]
 _BACKENDS: dict[str, CompilerFn] = {}
 
@@ -68,9 +71,15 @@ def eager(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
 
 
 def _boxed_nop(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+    """AOTAutograd's forward or backward graph, run as Python, with the calls of repeated
+    blocks' bodies inlined: ``invoke_subgraph`` run outside a tracing mode goes through
+    the operator's Python dispatch and flattens its operands on every call (tens of
+    microseconds a block, forward and backward), where torch.compile, which traces each
+    block inline, has the block's ops in its graphs.  The bodies were still traced once,
+    by graphjit and by AOTAutograd."""
     from torch._functorch.aot_autograd import make_boxed_func
 
-    return make_boxed_func(gm.forward)
+    return make_boxed_func(inline_calls(gm, is_compiled_block_call).forward)
 
 
 @register_backend
