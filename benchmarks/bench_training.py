@@ -24,6 +24,11 @@ regions.  Ratios are graphjit / torch.compile: below 1 means graphjit is faster 
 | eager, gj, tc ms | median per-step time, eager and both compiled steps timed interleaved (``harness.interleaved``, batches of 3 steps, about 3 s per model; 0.6 s with ``--quick``), after 3 warm-up steps |
 | steady ratio | gj / tc per-step median |
 
+With ``--backend inductor`` (on CPU: slow), inductor's compiled-graph caches are off
+(``harness.uncached_inductor``): every first step lowers and generates code, for both
+systems, and the C++ compiler's outputs come from the on-disk cache
+(``TORCHINDUCTOR_CACHE_DIR``, default ``build/inductor-cache``), warmed by the counts round.
+
 The summary row gives geometric means over the models both systems ran.  ``--json PATH``
 writes every raw number.
 """
@@ -51,6 +56,7 @@ import torch  # noqa: E402
 
 from harness import (  # noqa: E402  (imports graphjit before torch._dynamo)
     SYSTEMS, gc_paused, graphjit, interleaved, median, short_error, silence_torch_compile, summarize,
+    uncached_inductor,
 )
 from bench_compare import fmt, geomean, git_state, log, ratio  # noqa: E402
 from _training_steps import TRAINING, available, differences, run_steps  # noqa: E402
@@ -184,8 +190,12 @@ def steady(name: str, backend: str, params: dict) -> dict[str, Any]:
             "ratio": ratio(med.get(GJ.name), med.get(TC.name))}
 
 
+def _short(error: str) -> str:
+    return error if len(error) <= 48 else error[:45] + "..."
+
+
 def _counts_cell(rec: dict) -> str:
-    return rec["error"] if rec["error"] else f"{rec['graphs']}/{rec['breaks']}"
+    return _short(rec["error"]) if rec["error"] else f"{rec['graphs']}/{rec['breaks']}"
 
 
 def render(results: dict[str, Any]) -> str:
@@ -205,9 +215,9 @@ def render(results: dict[str, Any]) -> str:
             continue
         c, cold, st = m["counts"], m["cold"], m["steady"]
         bad = [f"{sy}: {'; '.join(r['mismatches'][:2])}" for sy, r in c.items() if r["mismatches"]]
-        step1 = [cold[sy.name]["error"] or fmt(cold[sy.name]["step1_s"] * 1e3, ".0f") for sy in SYSTEMS]
+        step1 = [_short(cold[sy.name]["error"] or "") or fmt(cold[sy.name]["step1_s"] * 1e3, ".0f") for sy in SYSTEMS]
         ms = st["median_ms"]
-        steady_cells = [st["error"].get(sy.name) or fmt(ms.get(sy.name), ".2f") for sy in SYSTEMS]
+        steady_cells = [_short(st["error"].get(sy.name, "")) or fmt(ms.get(sy.name), ".2f") for sy in SYSTEMS]
         lines.append(f"| {name} | {_counts_cell(c[GJ.name])} | {_counts_cell(c[TC.name])} | "
                      f"{'; '.join(bad) or 'yes'} | {step1[0]} | {step1[1]} | {fmt(cold['ratio_step1'], '.3f')} | "
                      f"{fmt(cold['ratio_steps13'], '.3f')} | {fmt(ms.get('eager'), '.2f')} | {steady_cells[0]} | "
@@ -233,6 +243,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("torch._guards").setLevel(logging.CRITICAL)  # (its guard-failure dumps)
     if opts.threads > 0:
         torch.set_num_threads(opts.threads)
+    if opts.backend == "inductor":
+        uncached_inductor()
     params = QUICK if opts.quick else FULL
     t_start = time.perf_counter()
     results: dict[str, Any] = {
