@@ -10,6 +10,7 @@ PyG's GCN, e3nn's convolution), as ``benchmarks/bench_training.py`` times them.
 * ``test_counts_vs_torch_compile``: graphjit's graphs and breaks over the three steps are
   no more than torch.compile's (``TORCH_COMPILE``, measured again by the slow
   ``test_torch_compile_counts``).
+* ``test_inductor_steps_match_eager`` (slow): the same with ``inductor`` for two models.
 * ``test_no_block_subgraph_calls_at_run_time``: with ``aot_eager``, the steady step of a
   model with repeated blocks calls no ``invoke_subgraph`` (the bodies are inlined into
   AOTAutograd's forward and backward graphs: ``backends.registry._boxed_nop``), and the
@@ -134,6 +135,20 @@ def test_counts_vs_torch_compile(name):
         return
     assert run.graphs <= target[0] and run.breaks <= target[1], (
         f"graphjit {run.graphs} graphs / {run.breaks} breaks, torch.compile {target[0]} / {target[1]}")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["gpt2", "torchdiffeq_rk4"])
+def test_inductor_steps_match_eager(name):
+    """With inductor, whose backward through a repeated block's ``invoke_subgraph`` gave
+    wrong gradients (``backends.registry._differentiated``): eager's losses and parameters
+    within inductor's tolerance."""
+    _skip_unavailable(name)
+    run = graphjit_run(name, "inductor")
+    assert run.error is None, f"compiled step raised {type(run.error).__name__}: {run.error}"
+    diffs = differences(run.got, run.want, rtol=1e-3, atol=1e-4)
+    assert not diffs, diffs
+    assert run.fourth_step_graphs == 0, "a fourth, identical step compiled again"
 
 
 @pytest.mark.parametrize("name", ["gpt2", "torchdiffeq_rk4"])
