@@ -37,9 +37,11 @@ STEPS = 3
 
 #: torch.compile's (graphs, breaks) over three steps with ``aot_eager`` (its breaks counted
 #: as ``_zoo_measure`` counts them); e3nn: torch.compile raises InternalTorchDynamoError
-#: (a guard on ``len()`` of an ``Irrep``, which raises NotImplementedError), so it has none
+#: (a guard on ``len()`` of an ``Irrep``, which raises NotImplementedError), so it has none.
+#: The same on torch 2.13 and 2.14.  (``benchmarks/bench_training.py``, where graphjit runs
+#: the model first in the same process, logs 3 breaks fewer for GPT-2 and LLaMA: 10 and 5.)
 TORCH_COMPILE: dict[str, tuple[int, int] | None] = {
-    "gpt2": (3, 10), "llama": (2, 5), "xtransformers_decoder": (2, 5),
+    "gpt2": (3, 13), "llama": (2, 8), "xtransformers_decoder": (2, 5),
     "torchdiffeq_rk4": (15, 24), "e3nn_conv": None, "pyg_gcn": (7, 13),
 }
 
