@@ -1,6 +1,7 @@
 """graphjit vs torch.compile on the library zoo (issue 21), in one process.
 
-    python benchmarks/bench_library_zoo.py [--quick] [--models a,b] [--json out.json] [--threads N]
+    python benchmarks/bench_library_zoo.py [--quick] [--models a,b] [--backend eager|inductor]
+                                           [--json out.json] [--threads N]
 
 The models are the tests' (``tests/_library_zoo.py``: PyG, x-transformers, kornia, monai,
 torchdiffeq, e3nn, peft, gpytorch, vector-quantize-pytorch, stable-baselines3, julius;
@@ -17,8 +18,15 @@ graphjit / torch.compile: below 1 means graphjit is faster / cheaper.
 | column | meaning |
 |---|---|
 | gj g/b, tc g/b | graphs handed to the backend and graph breaks over two identical calls, counted as ``tests/_zoo_measure.py`` says (torch.compile's breaks: every break it logs plus the frames it gave up); ``!`` after a system's counts: an output differed from eager's or the second call compiled again |
-| cold gj ms, cold tc ms, cold ratio | median first call (trace + compile + run, ``backend="eager"``) of a fresh model after a reset, over the rounds (3; 1 with ``--quick``), alternating which system goes first.  One untimed round of the counts comes first, so lazy imports are not timed |
-| eager µs, gj µs, tc µs, per-call ratio | median per-call time of eager and of each compiled model (a cache hit, ``backend="eager"``), timed interleaved (``harness.interleaved``, batches of 5 calls, about 2 s per model; 0.3 s with ``--quick``).  These models break, so a call includes the Python between graphs: the whole call is compared, not only the wrapper overhead |
+| cold gj ms, cold tc ms, cold ratio | median first call (trace + compile + run, ``--backend``, default ``eager``) of a fresh model after a reset, over the rounds (3; 1 with ``--quick``), alternating which system goes first.  One untimed round of the counts comes first, so lazy imports are not timed |
+| eager µs, gj µs, tc µs, per-call ratio | median per-call time of eager and of each compiled model (a cache hit, ``--backend``), timed interleaved (``harness.interleaved``, batches of 5 calls, about 2 s per model; 0.3 s with ``--quick``).  These models break, so a call includes the Python between graphs: the whole call is compared, not only the wrapper overhead |
+
+``--backend inductor`` (default ``eager``) compiles the cold first calls and the per-call
+models with inductor (slow on CPU: use ``--models``).  Then inductor's compiled-graph
+caches are off (``harness.uncached_inductor``: each first call lowers and generates code,
+for both systems) and the per-call round runs before the cold rounds: it is the untimed
+compile that leaves the C++ compiler's outputs in the on-disk cache
+(``TORCHINDUCTOR_CACHE_DIR``, default ``build/inductor-cache``).
 
 The summary rows are geometric means over the models both systems ran.  ``--json PATH``
 writes every raw number.
@@ -40,12 +48,14 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, _HERE)
 sys.path.insert(0, os.path.join(os.path.dirname(_HERE), "tests"))  # the zoo's models
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR",
+                      os.path.join(os.path.dirname(_HERE), "build", "inductor-cache"))
 
 import torch  # noqa: E402
 
 from harness import (  # noqa: E402  (imports graphjit before torch._dynamo)
     SYSTEMS, graphjit, interleaved, median, short_error, silence_torch_compile, summarize,
-    time_first_call,
+    time_first_call, uncached_inductor,
 )
 from bench_compare import fmt, geomean, git_state, log, ratio  # noqa: E402
 from bench_models import cold_traces  # noqa: E402
@@ -88,22 +98,22 @@ def counts(name: str) -> dict[str, Any]:
     return out
 
 
-def first_call_s(name: str, system) -> float:
-    """One cold first call: a fresh model, the system reset, ``backend="eager"``."""
+def first_call_s(name: str, system, backend: str = "eager") -> float:
+    """One cold first call: a fresh model, the system reset."""
     spec = ZOO[name].build()
     system.reset()
-    compiled = system.compile(spec.model, "eager")
+    compiled = system.compile(spec.model, backend)
     return time_first_call(functools.partial(call, spec, compiled), ())
 
 
-def per_call(name: str, params: dict) -> dict[str, Any]:
+def per_call(name: str, params: dict, backend: str = "eager") -> dict[str, Any]:
     spec = ZOO[name].build()
     callables = {"eager": functools.partial(call, spec, spec.model)}
     errors: dict[str, str] = {}
     for system in SYSTEMS:
         try:
             system.reset()
-            compiled = system.compile(spec.model, "eager")
+            compiled = system.compile(spec.model, backend)
             fn = functools.partial(call, spec, compiled)
             for _ in range(3):
                 fn()
@@ -132,7 +142,8 @@ def _counts_cell(rec: dict) -> str:
 
 def render(results: dict[str, Any]) -> str:
     env, models, s = results["env"], results["models"], results["summary"]
-    lines = [f"# graphjit vs torch.compile on the library zoo ({'quick' if results['quick'] else 'full'} run)", "",
+    lines = [f"# graphjit vs torch.compile on the library zoo, backend={results['backend']} "
+             f"({'quick' if results['quick'] else 'full'} run)", "",
              f"{env['date']} · torch {env['torch']} · Python {env['python']} · {env['cpus']} CPUs · "
              f"torch threads {env['torch_threads']} · graphjit at git {env['git']}  ",
              f"command: `{env['command']}` · load average at start/end: {env['loadavg_start'][0]:.2f} / "
@@ -161,6 +172,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="one cold round, short timing")
     ap.add_argument("--models", metavar="A,B", help=f"a subset of: {', '.join(ZOO)}")
+    ap.add_argument("--backend", default="eager", choices=("eager", "inductor"),
+                    help="the backend of the cold first calls and the per-call models")
     ap.add_argument("--json", metavar="PATH", help="write the raw numbers to this JSON file")
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (0: torch's default)")
     opts = ap.parse_args(argv)
@@ -171,10 +184,12 @@ def main(argv: list[str] | None = None) -> int:
     silence_torch_compile()
     if opts.threads > 0:
         torch.set_num_threads(opts.threads)
+    if opts.backend == "inductor":
+        uncached_inductor()
     params = QUICK if opts.quick else FULL
     t_start = time.perf_counter()
     results: dict[str, Any] = {
-        "quick": opts.quick, "params": params,
+        "quick": opts.quick, "params": params, "backend": opts.backend,
         "env": {"date": datetime.datetime.now().isoformat(timespec="seconds"), "torch": torch.__version__,
                 "python": platform.python_version(), "cpus": os.cpu_count(),
                 "torch_threads": torch.get_num_threads(), "loadavg_start": os.getloadavg(),
@@ -192,11 +207,18 @@ def main(argv: list[str] | None = None) -> int:
         results["models"][name]["counts"] = counts(name)
         ran.append(name)
         log(f"  {name}: counts done")
-    for name, rec in cold_traces(ran, params["reps"], first_call_s).items():
+    def per_calls():
+        for name in ran:
+            results["models"][name]["per_call"] = per_call(name, params, opts.backend)
+            log(f"  {name}: per-call done")
+
+    if opts.backend == "inductor":  # (the untimed compile before the cold rounds)
+        per_calls()
+    cold = cold_traces(ran, params["reps"], functools.partial(first_call_s, backend=opts.backend))
+    for name, rec in cold.items():
         results["models"][name]["cold"] = rec
-    for name in ran:
-        results["models"][name]["per_call"] = per_call(name, params)
-        log(f"  {name}: per-call done")
+    if opts.backend != "inductor":
+        per_calls()
     for system in SYSTEMS:
         system.reset()
     models = results["models"]

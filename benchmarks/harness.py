@@ -39,6 +39,20 @@ def silence_torch_compile() -> None:
         logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
+def uncached_inductor() -> None:
+    """Inductor's compiled-graph caches off (``fx_graph_cache``, AOTAutograd's cache), so
+    that every first call with ``backend="inductor"`` lowers its graphs and generates code,
+    for either system; the C++ compiler's outputs still come from the on-disk cache
+    (``TORCHINDUCTOR_CACHE_DIR``), warmed by an untimed compile of the same graphs, so a
+    cold first call measures each system's work, not the C++ compiler's."""
+    import torch._functorch.config
+    import torch._inductor.config
+
+    torch._inductor.config.fx_graph_cache = False
+    torch._inductor.config.fx_graph_remote_cache = False
+    torch._functorch.config.enable_autograd_cache = False
+
+
 class TorchCompileCounter:
     """A torch.compile backend ``(gm, example_inputs) -> gm.forward`` that counts graphs
     and ops (the analogue of ``graphjit.testing.CompileCounter``)."""

@@ -11,6 +11,9 @@ from typing import Any, Callable
 
 import torch
 
+from ..graph.subgraphs import inline_calls
+from ..variables.hops.repeated_blocks import is_block_call, is_compiled_block_call
+
 CompilerFn = Callable[[torch.fx.GraphModule, list], Callable]
 _BACKENDS: dict[str, CompilerFn] = {}
 
@@ -71,9 +74,15 @@ eager.graphjit_runs_graph = True  # reads neither its example inputs nor the fak
 
 
 def _boxed_nop(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+    """AOTAutograd's forward or backward graph, run as Python, with the calls of repeated
+    blocks' bodies inlined: ``invoke_subgraph`` run outside a tracing mode goes through
+    the operator's Python dispatch and flattens its operands on every call (tens of
+    microseconds a block, forward and backward), where torch.compile, which traces each
+    block inline, has the block's ops in its graphs.  The bodies were still traced once,
+    by graphjit and by AOTAutograd."""
     from torch._functorch.aot_autograd import make_boxed_func
 
-    return make_boxed_func(gm.forward)
+    return make_boxed_func(inline_calls(gm, is_compiled_block_call).forward)
 
 
 @register_backend
@@ -87,11 +96,29 @@ def aot_eager(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
                                  keep_inference_input_mutations=True)
 
 
+def _differentiated(gm: torch.fx.GraphModule, example_inputs: list) -> bool:
+    """Whether AOTAutograd will make a backward graph for ``gm``: grad mode is on and an
+    input or a parameter of the graph requires grad.  Such a graph gets its repeated
+    blocks' ops inline, as torch.compile traces them: with the blocks called through
+    ``invoke_subgraph``, inductor's backward gives wrong gradients (GPT-2's training step,
+    torch 2.13: off by up to 400, where ``aot_eager`` on the same graph is exact and
+    inductor's donated buffers off changes nothing; the cause inside inductor is not
+    found, and ``torch.compile`` of a ``nested_compile_region`` block called twice is
+    exact).  Inference graphs keep the calls (one body compiled for all blocks)."""
+    return torch.is_grad_enabled() and (
+        any(isinstance(t, torch.Tensor) and t.requires_grad for t in example_inputs)
+        or any(p.requires_grad for p in gm.parameters()))
+
+
 @register_backend
 def inductor(gm: torch.fx.GraphModule, example_inputs: list, mode: str | None = None,
              options: dict | None = None) -> Callable:
-    """TorchInductor (``torch._inductor.compile_fx.compile_fx``)."""
+    """TorchInductor (``torch._inductor.compile_fx.compile_fx``).  A graph that will be
+    differentiated has its repeated blocks' bodies inlined (:func:`_differentiated`)."""
     from torch._inductor.compile_fx import compile_fx
+
+    if _differentiated(gm, example_inputs):
+        gm = inline_calls(gm, is_block_call)
 
     patches: dict[str, Any] = {}
     if mode and mode != "default":

@@ -33,7 +33,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import operator
 from typing import Any, Callable
 
 import sympy
@@ -44,6 +43,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.passes.split_module import split_module
 
 from ..diagnostics import logs
+from ..graph.subgraphs import inline_calls
 from ..variables.hops.repeated_blocks import is_block_call
 
 
@@ -144,45 +144,10 @@ def split_compiler(compiler_fn: Callable, bucket_cap: int, first_bucket_cap: int
 
 def inline_repeated_blocks(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     """``gm`` with each call of a repeated block's body (``config.reuse_repeated_blocks``)
-    replaced by the body's nodes (a new module over the same attributes; ``gm`` itself when
-    it calls none, or when a call's result is used other than item by item).  DDP's buckets
-    close between any two nodes, also inside a block, and torch.compile traces every block
+    replaced by the body's nodes (``graph.subgraphs.inline_calls``).  DDP's buckets close
+    between any two nodes, also inside a block, and torch.compile traces every block
     inline: so the pieces are torch.compile's."""
-    calls = [n for n in gm.graph.nodes if is_block_call(n)]
-    if not calls or any(user.target is not operator.getitem for n in calls for user in n.users):
-        return gm
-    graph = torch.fx.Graph()
-    env: dict[torch.fx.Node, Any] = {}
-    for node in gm.graph.nodes:
-        if is_block_call(node):
-            operands = [env[a] if isinstance(a, torch.fx.Node) else a for a in node.args[2:]]
-            env[node] = _copy_body(graph, node.args[0].target, _attr(gm, node.args[0].target), operands)
-        elif node.target is operator.getitem and node.args[0] in env and is_block_call(node.args[0]):
-            env[node] = env[node.args[0]][node.args[1]]
-        else:
-            env[node] = graph.node_copy(node, env.__getitem__)
-    for node in reversed(graph.nodes):  # (the bodies' get_attr nodes, now unused)
-        if node.op == "get_attr" and not node.users and isinstance(_attr(gm, node.target), torch.nn.Module):
-            graph.erase_node(node)
-    inlined = torch.fx.GraphModule(gm, graph)
-    inlined.meta = gm.meta
-    return inlined
-
-
-def _copy_body(graph: torch.fx.Graph, name: str, body: torch.fx.GraphModule, operands: list) -> tuple:
-    """The body's nodes copied into ``graph`` on ``operands``; its outputs."""
-    env: dict[torch.fx.Node, Any] = {}
-    placeholders = iter(operands)
-    for node in body.graph.nodes:
-        if node.op == "placeholder":
-            env[node] = next(placeholders)
-        elif node.op == "output":
-            return tuple(torch.fx.node.map_arg(node.args[0], env.__getitem__))
-        else:
-            env[node] = copied = graph.node_copy(node, env.__getitem__)
-            if node.op in ("get_attr", "call_module"):  # (an attribute of the body, reached through it)
-                copied.target = f"{name}.{node.target}"
-    raise AssertionError(f"body {name} without an output")
+    return inline_calls(gm, is_block_call)
 
 
 @contextlib.contextmanager

@@ -29,7 +29,9 @@ Contract:
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+import operator
+from typing import Any, Callable
 
 import torch
 import torch.fx
@@ -150,6 +152,54 @@ class BodyScope:
         gm = torch.fx.GraphModule(self.root, self.graph, class_name=self.name)
         gm.graph.lint()
         return gm
+
+
+def inline_calls(gm: torch.fx.GraphModule, is_call: Callable[[torch.fx.Node], bool]) -> torch.fx.GraphModule:
+    """``gm`` with each node ``is_call`` accepts (a higher-order operator's call of the body
+    ``node.args[0]``, a ``get_attr``, on the operands ``node.args[2:]``, its result read
+    item by item) replaced by the body's nodes: a new module over the same attributes,
+    with calls of such bodies inside the bodies inlined too; ``gm`` itself when it has
+    none, or when a call's result is used other than item by item."""
+    calls = [n for n in gm.graph.nodes if is_call(n)]
+    if not calls or any(user.target is not operator.getitem for n in calls for user in n.users):
+        return gm
+    graph = torch.fx.Graph()
+    env: dict[torch.fx.Node, Any] = {}
+    for node in gm.graph.nodes:
+        if is_call(node):
+            operands = [env[a] if isinstance(a, torch.fx.Node) else a for a in node.args[2:]]
+            target = node.args[0].target
+            env[node] = _copy_body(graph, target, _attr(gm, target), operands)
+        elif node.target is operator.getitem and node.args[0] in env and is_call(node.args[0]):
+            env[node] = env[node.args[0]][node.args[1]]
+        else:
+            env[node] = graph.node_copy(node, env.__getitem__)
+    for node in reversed(graph.nodes):  # (the bodies' get_attr nodes, now unused)
+        if node.op == "get_attr" and not node.users and isinstance(_attr(gm, node.target), torch.nn.Module):
+            graph.erase_node(node)
+    inlined = torch.fx.GraphModule(gm, graph)
+    inlined.meta = gm.meta
+    return inline_calls(inlined, is_call)  # (calls that were inside the bodies)
+
+
+def _attr(gm: torch.fx.GraphModule, target: str) -> Any:
+    return functools.reduce(getattr, target.split("."), gm)
+
+
+def _copy_body(graph: torch.fx.Graph, name: str, body: torch.fx.GraphModule, operands: list) -> tuple:
+    """The body's nodes copied into ``graph`` on ``operands``; its outputs."""
+    env: dict[torch.fx.Node, Any] = {}
+    placeholders = iter(operands)
+    for node in body.graph.nodes:
+        if node.op == "placeholder":
+            env[node] = next(placeholders)
+        elif node.op == "output":
+            return tuple(torch.fx.node.map_arg(node.args[0], env.__getitem__))
+        else:
+            env[node] = copied = graph.node_copy(node, env.__getitem__)
+            if node.op in ("get_attr", "call_module"):  # (an attribute of the body, reached through it)
+                copied.target = f"{name}.{node.target}"
+    raise AssertionError(f"body {name} without an output")
 
 
 def _storage(tensor: torch.Tensor):

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import re
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
@@ -78,6 +79,20 @@ def is_block_call(node: torch.fx.Node) -> bool:
     every block inline, would not have: the DDP split inlines it again)."""
     return node.op == "call_function" and node.target is invoke_region and len(node.args) > 1 \
         and isinstance(node.args[1], str) and node.args[1].startswith(BLOCK_ID_PREFIX)
+
+
+def is_compiled_block_call(node: torch.fx.Node) -> bool:
+    """A node of an AOTAutograd forward or backward graph that calls the forward or
+    backward of a repeated block's body: ``invoke_subgraph`` with an identifier derived
+    from the block's (``fw_block_N``, ``bw_block_N_K``; ``partitioned_`` before them once
+    the partitioner has split the body)."""
+    if node.op != "call_function" or node.target is not torch.ops.higher_order.invoke_subgraph \
+            or len(node.args) < 2 or not isinstance(node.args[1], str):
+        return False
+    return _COMPILED_BLOCK_ID.fullmatch(node.args[1]) is not None
+
+
+_COMPILED_BLOCK_ID = re.compile(rf"(partitioned_)?[fb]w_{BLOCK_ID_PREFIX}\d+(_\d+)*")
 
 
 @dataclasses.dataclass
@@ -511,4 +526,4 @@ def _rebase_arg_guards(out, record: BlockRecord, view, new_guards: list) -> bool
 
 FORWARD_CALL_HOOKS.append(call_block)
 
-__all__ = ["BLOCK_ID_PREFIX", "call_block", "is_block_call", "BlockRecord"]
+__all__ = ["BLOCK_ID_PREFIX", "call_block", "is_block_call", "is_compiled_block_call", "BlockRecord"]
