@@ -337,3 +337,30 @@ def test_explain_and_log_say_where_the_frame_resumes(capsys):
     text = str(quiet(graphjit.explain(print_in_loop), X))
     assert "Graph Count: 1" in text and f"runs in Python up to line {line}" in text
     assert "Skipped Frames" not in text
+
+
+# --------------------------------------------------------------------------------------
+# PyG's BasicGNN with jumping knowledge (the case): its forward's first break is
+# in the layer loop; the jumping-knowledge aggregation and the last linear layer after it
+# are a resume function's graph
+# --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("jk", ["cat", "max"])
+def test_pyg_basic_gnn_with_jumping_knowledge_vs_torch_compile(jk):
+    pytest.importorskip("torch_geometric", reason="the libs extra (pip install -e '.[libs]')")
+    import torch_geometric.nn.models as models
+    from _library_zoo import Spec, _graph
+    from _zoo_measure import counts, differences, run_graphjit, run_torch_compile
+    from torch._dynamo.testing import CompileCounter as DynamoCounter
+
+    torch.manual_seed(0)
+    x, edge_index = _graph()
+    gnn = models.GCN(8, 16, num_layers=2, out_channels=4, jk=jk).eval()
+    spec = Spec(gnn, (x, edge_index))
+    gj = run_graphjit(spec, "counter")
+    tc = run_torch_compile(spec, DynamoCounter())
+    assert gj.error is None and tc.error is None, (gj.error, tc.error)
+    for out in gj.outputs:
+        assert not differences(out, gj.expected)
+    gj_counts, tc_counts = counts(gj), counts(tc)
+    assert gj_counts[0] <= tc_counts[0] and gj_counts[1] <= tc_counts[1], (gj_counts, tc_counts)
