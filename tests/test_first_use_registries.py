@@ -16,9 +16,18 @@
   path, the second the "present" one: two graphs, torch.compile's count too.  Not relaxed:
   the cached value may no longer be what the "absent" path computes (an entry replaced
   between calls, below: the compiled function reads the new one, as eager does).
+* The persistent cache: a new process sets einops up before checking a written entry
+  whose guard reads einops' registries, and loads it (without that, each new process
+  missed: the entry was traced after the set-up).
 """
 
 from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -322,3 +331,37 @@ def test_rotary_cache_filled_on_first_use(backend, name, world):
         program = _program(name)
         _reset_cache(program)
         assert _torch_compile_count(program, R) == 2
+
+
+# -- the persistent cache: a new process -------------------------------------------------
+
+_CHILD = """
+import json, torch, einops, graphjit
+def f(x):
+    y = einops.rearrange(x, "b c (h w) -> b (c h) w", h=2)
+    return einops.reduce(y, "b c w -> b c", "mean")
+xs = [torch.randn(2, 3, 4, generator=torch.Generator().manual_seed(i)) for i in range(3)]
+compiled = graphjit.compile(f, backend="eager")
+got = [compiled(x) for x in xs]  # (the process's first einops calls)
+same = all(torch.equal(g, f(x)) for g, x in zip(got, xs))
+s = graphjit.stats()
+print("RESULT " + json.dumps({"same": same, "recompiles": s["recompiles"], "hits": s["cache_hits"],
+                              "misses": s["cache_misses"], "writes": s["cache_writes"]}))
+"""
+
+
+@pytest.mark.uncached("manages the persistent cache itself")
+def test_a_new_process_loads_the_written_entry(tmp_path):
+    """The entry was traced after einops' set-up; a new process sets einops up before
+    checking its guard (which reads einops' registries): loaded, not traced again."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GRAPHJIT_")}
+    env.update(PYTHONPATH=str(pathlib.Path(graphjit.__file__).parent.parent),
+               GRAPHJIT_CACHE_DIR=str(tmp_path / "cache"), GRAPHJIT_CACHE_KEY_FILE=str(tmp_path / "key"))
+    results = []
+    for _ in range(2):
+        out = subprocess.run([sys.executable, "-c", _CHILD], env=env, capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr[-3000:]
+        results.append(json.loads(next(ln for ln in out.stdout.splitlines() if ln.startswith("RESULT "))[7:]))
+    first, second = results
+    assert first == {"same": True, "recompiles": 0, "hits": 0, "misses": 1, "writes": 1}, first
+    assert second == {"same": True, "recompiles": 0, "hits": 1, "misses": 0, "writes": 0}, second

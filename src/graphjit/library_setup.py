@@ -8,7 +8,10 @@ Contract.
   dispatch mode the trace may have entered, no graphjit), the first time traced code
   builds a callable whose ``__module__`` is in that library (:func:`on_first_use`, called
   by ``variables/builder.build_callable``): before the trace reads anything the
-  library's code reads.  ``graphjit.reset()`` does not arm it again (nor does
+  library's code reads; or when the persistent cache checks, in a new process, a written
+  entry whose guard reads the library's modules (:func:`before_loaded_guard`, called by
+  ``cache/entries.EntryPayload.bind``: the trace that wrote it ran after the set-up, and
+  without it every new process would miss).  ``graphjit.reset()`` does not arm it again (nor does
   ``torch._dynamo.reset()`` torch.compile's).  A set-up that raises is ignored: it only
   spares a recompile, and without it the trace reads the library as it is.
 * This mirrors ``torch._dynamo.trace_rules.add_module_init_func`` /
@@ -40,13 +43,14 @@ relaxed: the cached value may no longer be what the first path computes.
 from __future__ import annotations
 
 import sys
+import types
 from typing import Any, Callable
 
 import torch
 from torch._vendor.packaging.version import InvalidVersion, Version
 from torch.utils._python_dispatch import _disable_current_modes
 
-__all__ = ["register", "on_first_use"]
+__all__ = ["register", "on_first_use", "before_loaded_guard"]
 
 #: root module name -> set-up functions not run yet (an entry is removed when it runs)
 _pending: dict[str, list[Callable[[], None]]] = {}
@@ -64,12 +68,33 @@ def on_first_use(value: Any) -> None:
     if not _pending:
         return
     module = getattr(value, "__module__", None)
-    if not isinstance(module, str):
+    if isinstance(module, str):
+        _run(module.partition(".")[0])
+
+
+def before_loaded_guard(constants: list) -> None:
+    """Run the pending set-ups of the libraries whose modules (or modules' globals) are
+    among a written entry's guard constants, before its guard is checked in a new
+    process: the trace that wrote it read those after the set-up had run there."""
+    if not _pending:
         return
-    setups = _pending.pop(module.partition(".")[0], None)
-    if setups is None:
-        return
-    for setup in setups:
+    for value in constants:
+        if isinstance(value, types.ModuleType):
+            name = value.__name__
+        elif isinstance(value, dict) and isinstance(value.get("__name__"), str) and \
+                getattr(sys.modules.get(value["__name__"]), "__dict__", None) is value:
+            name = value["__name__"]
+        else:
+            continue
+        if isinstance(name, str):
+            _run(name.partition(".")[0])
+            if not _pending:
+                return
+
+
+def _run(root: str) -> None:
+    setups = _pending.pop(root, None)
+    for setup in setups or ():
         try:
             with _disable_current_modes(), torch._C.DisableTorchFunction():
                 setup()
