@@ -43,6 +43,7 @@ from torch._guards import TracingContext, tracing
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
+from .. import library_setup
 from ..graph.compile import CompiledGraph, new_graph_name
 from ..guards.codegen import GuardFunction, GuardRecipe, guard_helpers, instantiate_guard, make_guard_callable
 from ..sources import (AttrSource, ConstSource, FloatTensorSource, GetItemSource, GlobalSource, GuardScope, Source,
@@ -93,6 +94,7 @@ class EntryPayload:
                 if describe(obj) != self.slot_descs[i]:
                     return f"{self.slot_exprs[i]} is not what it was ({describe(obj)} != {self.slot_descs[i]})"
                 values[self.slot_consts[i]] = obj
+        library_setup.before_loaded_guard(values)  # (the libraries its trace read, set up)
         guard = instantiate_guard(self.recipe, fn, values, self.recipe.make_code())
         try:
             passed = guard.check(*args, **kwargs)
