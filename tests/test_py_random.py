@@ -441,11 +441,6 @@ def int32_tensor_large_int(xi32):
 # the cases
 # --------------------------------------------------------------------------------------
 
-def _xfail(case: Case, reason: str):
-    return pytest.param(case, marks=pytest.mark.xfail(strict=True, reason=f"graphjit: {reason}"),
-                        id=case.name)
-
-
 _G0, _G1 = random.Random(0), random.Random(1)  # first draws 0.844 and 0.134
 
 CASES = [
@@ -509,9 +504,7 @@ CASES = [
     # graph breaks
     Case(branch_on_draw, [(X, _G0), (X, _G1)], graphs=3, breaks=1),
     Case(branch_after_seed, [(X,)], graphs=2, breaks=1),
-    _xfail(Case(chained_comparison_of_draw, [(X, _G0)], graphs=2, breaks=1),
-           "the break at JUMP_IF_FALSE_OR_POP (a chained comparison of a drawn value) has no "
-           "resume function: the rest of the frame (y * flag + 1) runs uncompiled, 1 graph"),
+    Case(chained_comparison_of_draw, [(X, _G0)], graphs=2, breaks=1),  # (resumed after JUMP_IF_FALSE_OR_POP)
     Case(shuffle_list, [(X, Y)], graphs=2, breaks=2),  # one break per shuffle
     Case(choice_of_tensors, [(X, Y)], graphs=2, breaks=1),
     Case(drawn_size, [(X, random.Random(5))], graphs=2, breaks=1),
