@@ -39,14 +39,12 @@ from ..bytecode import assemble
 from ..bytecode.instruction import Instruction, create_call, create_instruction
 from ..bytecode.intercept import intercept_instructions
 from ..bytecode.stack import stack_depths
-from ..tracer.liveness import bound_in_sets, live_locals
+from ..tracer.liveness import bound_in_sets, live_locals, successors
 from .resume import cell_names, copy_instructions, resume_code, super_first_arg
 
 #: instructions that may put something in a graph; an exit none of them follows is not taken
 _OPS = frozenset({"CALL", "CALL_FUNCTION_EX", "BINARY_OP", "BINARY_SUBSCR", "STORE_SUBSCR",
                   "COMPARE_OP", "UNARY_NEGATIVE", "UNARY_INVERT", "UNARY_POSITIVE"})
-_ENDS = frozenset({"RETURN_VALUE", "RAISE_VARARGS", "RERAISE", "JUMP_FORWARD", "JUMP_BACKWARD",
-                   "JUMP_BACKWARD_NO_INTERRUPT"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,15 +71,9 @@ def _reaches_an_op(insts: list[Instruction], start: int, index_of: dict[int, int
         if i in seen or i >= len(insts):
             continue
         seen.add(i)
-        inst = insts[i]
-        if inst.opname in _OPS:
+        if insts[i].opname in _OPS:
             return True
-        if inst.opname not in _ENDS:
-            work.append(i + 1)
-        if inst.target is not None:
-            work.append(index_of[id(inst.target)])
-        if inst.exn_tab_entry is not None:
-            work.append(index_of[id(inst.exn_tab_entry.target)])
+        work += successors(insts, i, index_of)
     return False
 
 

@@ -12,7 +12,8 @@ _TERMINATORS = frozenset({"RETURN_VALUE", "RAISE_VARARGS", "RERAISE", "JUMP_FORW
 _cache: dict[int, tuple[object, list[frozenset[str]]]] = {}
 
 
-def _successors(insts, i: int, index_of: dict[int, int]) -> list[int]:
+def successors(insts, i: int, index_of: dict[int, int]) -> list[int]:
+    """The indices control may reach from ``insts[i]`` (fall through, jump, handler)."""
     inst = insts[i]
     out = []
     if inst.opname not in _TERMINATORS and i + 1 < len(insts):
@@ -30,7 +31,7 @@ def live_in_sets(insts) -> list[frozenset[str]]:
     if cached is not None and cached[0] is insts:
         return cached[1]
     index_of = {id(inst): i for i, inst in enumerate(insts)}
-    succs = [_successors(insts, i, index_of) for i in range(len(insts))]
+    succs = [successors(insts, i, index_of) for i in range(len(insts))]
     live: list[set[str]] = [set() for _ in insts]
     changed = True
     while changed:
@@ -74,7 +75,7 @@ def bound_in_sets(insts, initial: frozenset[str]) -> list[frozenset[str] | None]
             after = before | {inst.argval}
         elif inst.opname == "DELETE_FAST":
             after = before - {inst.argval}
-        flows = [(s, after) for s in _successors(insts, i, index_of)]
+        flows = [(s, after) for s in successors(insts, i, index_of)]
         if inst.exn_tab_entry is not None:  # (its handler is the last successor)
             flows[-1] = (flows[-1][0], before & after)
         for s, state in flows:

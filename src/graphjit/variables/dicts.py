@@ -558,19 +558,18 @@ class DictVariable(VariableTracker):
     def _or(self, tx, other):
         """``dict.__or__``: a new dict, ``self`` updated with ``other`` (NotImplemented for
         anything but a dict)."""
-        if not isinstance(other, DictVariable):
-            return ConstantVariable(NotImplemented)
-        cls, factory = self._merged_type()
-        merged = DictVariable(dict(self.realize_items(tx)), user_cls=cls, default_factory=factory)
-        merged._update(tx, other)
-        return merged
+        return self._merged(tx, self, other)
 
     def _ror(self, tx, other):
-        if not isinstance(other, DictVariable):
+        return self._merged(tx, other, self)
+
+    def _merged(self, tx, first, second):
+        """``first | second`` made by ``self``'s type (see :meth:`_merged_type`)."""
+        if not isinstance(first, DictVariable) or not isinstance(second, DictVariable):
             return ConstantVariable(NotImplemented)
         cls, factory = self._merged_type()
-        merged = DictVariable(dict(other.realize_items(tx)), user_cls=cls, default_factory=factory)
-        merged._update(tx, self)
+        merged = DictVariable(dict(first.realize_items(tx)), user_cls=cls, default_factory=factory)
+        merged._update(tx, second)
         return merged
 
     def _ior(self, tx, other):
