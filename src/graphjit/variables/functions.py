@@ -520,16 +520,23 @@ class PartialVariable(VariableTracker):
 def _build_partial(tx, value: functools.partial, source):
     """An existing partial: its parts read through ``.func``/``.args`` (the argument count
     guarded) and its ``.keywords`` dict."""
+    func, args, keywords_var, dict_var = partial_parts(tx, value, source, "a partial without a source")
+    return PartialVariable(func, args, {}, keywords_var, dict_var, source=source)
+
+
+def partial_parts(tx, value: functools.partial, source, missing: str) -> tuple:
+    """The trackers of an existing partial's ``func``, ``args``, ``keywords`` and
+    ``__dict__``, read through its source (its exact type and argument count guarded)."""
     if source is None:
-        raise unsupported("partial object", "a partial without a source")
-    tx.output.add_guard(source, GuardKind.TYPE_MATCH, functools.partial)
+        raise unsupported("partial object", missing)
+    tx.output.add_guard(source, GuardKind.TYPE_MATCH, type(value))
     args_src = AttrSource(source, "args")
     tx.output.add_guard(args_src, GuardKind.LENGTH_CHECK, value.args)
     func = VariableTracker.build(tx, value.func, AttrSource(source, "func"))
     args = [VariableTracker.build(tx, a, GetItemSource(args_src, i)) for i, a in enumerate(value.args)]
     keywords_var = VariableTracker.build(tx, value.keywords, AttrSource(source, "keywords"))
     dict_var = VariableTracker.build(tx, value.__dict__, AttrSource(source, "__dict__"))
-    return PartialVariable(func, args, {}, keywords_var, dict_var, source=source)
+    return func, args, keywords_var, dict_var
 
 
 class FunctionGetVariable(VariableTracker):

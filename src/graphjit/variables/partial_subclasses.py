@@ -28,11 +28,9 @@ import types
 from typing import Any
 
 from ..exc import unsupported
-from ..guards.guard import GuardKind
-from ..sources import AttrSource, GetItemSource
 from .base import VariableTracker, register_builder_predicate
 from .dicts import MISSING
-from .functions import PartialVariable, UserFunctionVariable, UserMethodVariable
+from .functions import PartialVariable, UserFunctionVariable, UserMethodVariable, partial_parts
 
 #: hooks whose presence in a subclass means partial's C code is not what runs
 _UNMODELLED = ("__new__", "__init__", "__getattribute__", "__getattr__", "__setattr__", "__delattr__")
@@ -118,15 +116,8 @@ def _is_existing_instance(value: Any) -> bool:
 
 @register_builder_predicate(_is_existing_instance)
 def _build_instance(tx, value: functools.partial, source):
-    if source is None:
-        raise unsupported("partial object", "a partial subclass instance without a source")
-    tx.output.add_guard(source, GuardKind.TYPE_MATCH, type(value))
-    args_src = AttrSource(source, "args")
-    tx.output.add_guard(args_src, GuardKind.LENGTH_CHECK, value.args)
-    func = VariableTracker.build(tx, value.func, AttrSource(source, "func"))
-    args = [VariableTracker.build(tx, a, GetItemSource(args_src, i)) for i, a in enumerate(value.args)]
-    keywords_var = VariableTracker.build(tx, value.keywords, AttrSource(source, "keywords"))
-    dict_var = VariableTracker.build(tx, value.__dict__, AttrSource(source, "__dict__"))
+    func, args, keywords_var, dict_var = partial_parts(tx, value, source,
+                                                       "a partial subclass instance without a source")
     return PartialSubclassVariable(func, args, {}, keywords_var, dict_var, cls=type(value), source=source)
 
 
