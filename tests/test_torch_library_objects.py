@@ -396,7 +396,7 @@ def test_packed_sequence_is_a_clean_break():
     # the trace took it for raising; the frame is split after it: counted since issue 21).
     # torch.compile: no graph, one break (it skips torch.nn.utils.rnn's functions)
     assert _counts(packed, XS, torch.tensor([5, 3])) == (1, 3)
-    assert _reasons()[0].startswith("data-dependent operator: torch._VariableFunctionsClass._pack_padded_sequence")
+    assert _reasons()[0].startswith("data-dependent operator: torch._pack_padded_sequence")
     assert _reasons()[2].startswith("instruction did not raise: RuntimeError: The tensor has a non-zero")
     seq = pack_padded_sequence(XS, torch.tensor([5, 3]), batch_first=True, enforce_sorted=False)
     assert _counts(on_packed, seq) == (1, 1)

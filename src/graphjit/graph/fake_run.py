@@ -78,6 +78,8 @@ def target_name(op: str, target: Any) -> str:
         return f"Tensor.{target}" if op == "call_method" else target
     mod = getattr(target, "__module__", None) or ""
     name = getattr(target, "__qualname__", None) or getattr(target, "__name__", repr(target))
+    if name.startswith("_VariableFunctionsClass."):  # ``torch.equal``'s C class, as users write it
+        name = name.split(".", 1)[1]
     return f"{mod}.{name}" if mod and mod != "builtins" else name
 
 

@@ -84,6 +84,7 @@ from .shapes import (
     DimDynamic,
     ShapeSource,
     StatelessSymbolicContext,
+    captures_scalar_outputs,
     marked_dims,
     new_shape_env,
     symbolic_context,
@@ -120,7 +121,7 @@ class GraphArg:
 class OutputGraph:
     """The graph, fake mode, inputs and guards of one traced frame (plus inlined calls)."""
 
-    def __init__(self, f_globals: dict, shapes: CodeShapes | None = None) -> None:
+    def __init__(self, f_globals: dict, shapes: CodeShapes | None = None, fullgraph: bool = False) -> None:
         #: the graph ops are recorded in: the frame's, or the body being traced
         self.graph = self.frame_graph = torch.fx.Graph()
         #: the higher-order operator bodies being traced, innermost last
@@ -152,7 +153,9 @@ class OutputGraph:
         self.checkpointing = 0
         #: which sizes and numbers are symbolic (``None``: all static)
         self.shapes = shapes
-        self.shape_env = new_shape_env()
+        #: ``.item()`` traced as an unbacked number (``graph/shapes.py``: config or fullgraph)
+        self.capture_scalar_outputs = captures_scalar_outputs(fullgraph)
+        self.shape_env = new_shape_env(fullgraph)
         self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True, shape_env=self.shape_env)
         #: inputs with symbolic sizes or values: (fake tensor or SymInt/SymFloat, source)
         self.symbolic_inputs: list[tuple[Any, Source]] = []

@@ -212,12 +212,28 @@ class CodeShapes:
         return True
 
 
-def new_shape_env() -> ShapeEnv:
+def captures_scalar_outputs(fullgraph: bool) -> bool:
+    """Whether ``.item()`` (and ``int(t)``/``float(t)``) is traced as an unbacked symbolic
+    number: with ``config.capture_scalar_outputs``, and always under ``fullgraph`` (as
+    torch.compile's ``OutputGraph``: ``allow_scalar_outputs=one_graph or
+    config.capture_scalar_outputs``; there is no graph break to fall back on)."""
+    return fullgraph or config.capture_scalar_outputs
+
+
+def captures_dynamic_output_shapes(fullgraph: bool) -> bool:
+    """Whether data-dependent output shapes (``nonzero``...) get unbacked sizes: with
+    ``config.capture_dynamic_output_shape_ops``, and always under ``fullgraph`` (as
+    torch.compile)."""
+    return fullgraph or config.capture_dynamic_output_shape_ops
+
+
+def new_shape_env(fullgraph: bool = False) -> ShapeEnv:
     """The ShapeEnv of one trace.  ``.item()`` and data-dependent output shapes are graph
     breaks unless ``config.capture_scalar_outputs`` / ``capture_dynamic_output_shape_ops``
-    make them unbacked symbols (as torch.compile's settings of those names)."""
-    return ShapeEnv(allow_scalar_outputs=config.capture_scalar_outputs,
-                    allow_dynamic_output_shape_ops=config.capture_dynamic_output_shape_ops)
+    (or ``fullgraph``) make them unbacked symbols (as torch.compile's settings of those
+    names)."""
+    return ShapeEnv(allow_scalar_outputs=captures_scalar_outputs(fullgraph),
+                    allow_dynamic_output_shape_ops=captures_dynamic_output_shapes(fullgraph))
 
 
 def unbacked_dims(tensor: torch.Tensor) -> set[int]:

@@ -175,7 +175,8 @@ def convert_frame(fn: types.FunctionType, args: tuple, kwargs: dict, hooks: Hook
     leaf_fallback: set[type] = set()  # (torch.nn leaves called as nodes: OutputGraph.leaf_fallback)
     f_args = (args, kwargs)
     for _ in range(MAX_RESTARTS):
-        output = OutputGraph(fn.__globals__, hooks.shapes.for_code(fn.__code__) if hooks.shapes else None)
+        output = OutputGraph(fn.__globals__, hooks.shapes.for_code(fn.__code__) if hooks.shapes else None,
+                             hooks.fullgraph)
         output.leaf_fallback = leaf_fallback
         global_state = snapshot_global_state()
         tx = InstructionTranslator(fn.__code__, fn.__globals__, output, f_locals, fn.__closure__,

@@ -21,7 +21,6 @@ import types
 import torch
 from typing import Any, Callable
 
-from .. import config
 from ..exc import ObservedException, Unsupported, observed, unsupported
 from ..guards.guard import GuardKind
 from ..polyfills import builtins as poly
@@ -187,7 +186,7 @@ def call_builtin(tx, fn, args: list, kwargs: dict) -> VariableTracker:
         cargs, ckwargs = check_constant_args(fn.__name__, args, kwargs)
         return ExceptionVariable(call_python(fn.__name__, fn, *cargs, **ckwargs))
     if fn in (float, int) and len(args) == 1 and not kwargs and args[0].is_tensor() and \
-            config.capture_scalar_outputs:  # ``t.__float__()``: its one value, an unbacked symbol
+            tx.output.capture_scalar_outputs:  # ``t.__float__()``: its one value, an unbacked symbol
         return call_builtin(tx, fn, [args[0].call_method(tx, "item", [], {})], {})
     if any(a.is_tensor() for a in [*args, *kwargs.values()]):
         if getattr(fn, "__module__", None) in ("_operator", "operator"):

@@ -14,7 +14,6 @@ import torch
 import torch.fx
 from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
-from .. import config
 from ..exc import observed, unsupported
 from ..guards.guard import GuardKind
 from ..sources import AttrSource
@@ -260,7 +259,7 @@ class TensorVariable(VariableTracker):
         dispatched = tx.output.torch_function.call_method(tx, self, name, args, kwargs)  # modes, subclasses
         if dispatched is not None:
             return dispatched
-        if name == "item" and not args and not kwargs and config.capture_scalar_outputs:
+        if name == "item" and not args and not kwargs and tx.output.capture_scalar_outputs:
             return tx.output.call(tx, "call_method", "item", [self], {})  # an unbacked symbol
         if name in METHOD_HOOKS:
             return METHOD_HOOKS[name](tx, self, args, kwargs)
