@@ -1,6 +1,8 @@
 """The object ``graphjit.compile(module)`` returns, side by side with torch.compile's
 ``OptimizedModule``: ``training`` and ``eval()``, ``state_dict``, parameters, ``.to()``,
-``isinstance``, attribute reads, writes and deletes through the wrapper, ``len`` of a
+``isinstance`` (also of torch's ``OptimizedModule``, which libraries check to unwrap
+``_orig_mod``: accelerate, diffusers, torch_geometric, ``torch.distributed.checkpoint``),
+attribute reads, writes and deletes through the wrapper, ``len`` of a
 compiled ``Sequential``, ``torch.save``/``torch.load``, pickling and ``copy.deepcopy``
 (the wrapped module and the options: loading compiles again), ``dir``.  Each probe builds the module, wraps it and returns what it
 observes (no call needed); graphjit's outcome (value or exception) must equal
@@ -14,6 +16,7 @@ import pickle
 
 import pytest
 import torch
+import torch._dynamo
 import torch.nn as nn
 
 import graphjit
@@ -51,6 +54,45 @@ def _to_float64_on_compiled(w, m):
 
 def _isinstance_of_compiled(w, m):
     return isinstance(w, nn.Module), isinstance(w, Scaled)
+
+
+def _isinstance_of_optimized_module(w, m):
+    from torch._dynamo.eval_frame import OptimizedModule
+
+    return isinstance(w, OptimizedModule), isinstance(w, torch._dynamo.OptimizedModule), w._orig_mod is m
+
+
+def _unwrapped_by_libraries(w, m):
+    """What libraries that recognise a compiled model by ``OptimizedModule`` see (those
+    not installed answer ``None``)."""
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict
+
+    seen = [list(get_model_state_dict(w)), list(w.state_dict())]
+    try:
+        from accelerate.utils.other import has_compiled_regions, is_compiled_module
+        seen += [is_compiled_module(w), has_compiled_regions(nn.Sequential(w))]
+    except ImportError:
+        seen += [None, None]
+    try:
+        from diffusers.utils.torch_utils import unwrap_module
+        seen.append(unwrap_module(w) is m)
+    except ImportError:
+        seen.append(None)
+    try:
+        from torch_geometric.isinstance import is_torch_instance
+        seen.append(is_torch_instance(w, Scaled))
+    except ImportError:
+        seen.append(None)
+    return seen
+
+
+def _wrapper_hook_and_no_dynamo_context(w, m):
+    """A hook on the wrapper itself runs (through ``nn.Module.__call__``, not Dynamo's);
+    the wrapper holds no Dynamo context (torch.compile's does)."""
+    calls = []
+    w.register_forward_pre_hook(lambda mod, args: calls.append(type(mod).__name__ in ("CompiledModule", "OptimizedModule")))
+    out = w(torch.randn(2, 4))
+    return calls, out.shape
 
 
 def _getattr_through_compiled(w, m):
@@ -109,6 +151,9 @@ PROBES = [
     pytest.param(_parameters_of_compiled, Scaled, id="parameters_of_compiled"),
     pytest.param(_to_float64_on_compiled, Scaled, id="to_float64_on_compiled"),
     pytest.param(_isinstance_of_compiled, Scaled, id="isinstance_of_compiled"),
+    pytest.param(_isinstance_of_optimized_module, Scaled, id="isinstance_of_optimized_module"),
+    pytest.param(_unwrapped_by_libraries, Scaled, id="unwrapped_by_libraries"),
+    pytest.param(_wrapper_hook_and_no_dynamo_context, Scaled, id="wrapper_hook"),
     pytest.param(_getattr_through_compiled, Scaled, id="getattr_through_compiled"),
     pytest.param(_setattr_through_compiled, Scaled, id="setattr_through_compiled"),
     pytest.param(_delattr_through_compiled, Scaled, id="delattr_through_compiled"),
@@ -133,3 +178,18 @@ def test_compiled_object_like_torch_compile(probe, make):
     ours, theirs = outcomes
     assert ours[0] == theirs[0], f"graphjit {ours}, torch.compile {theirs}"
     assert_equal(ours, theirs, "graphjit vs torch.compile")
+
+
+def test_no_dynamo_context_on_graphjit_wrapper():
+    """graphjit's wrapper is an ``OptimizedModule`` without Dynamo: no ``dynamo_ctx`` (a
+    read is forwarded to the wrapped module and fails there), and a call compiles with
+    graphjit only."""
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    graphjit.reset()
+    m = Scaled()
+    w = graphjit.compile(m, backend="eager")
+    assert not hasattr(w, "dynamo_ctx")
+    w(torch.randn(2, 4))
+    assert graphjit.stats()["frames_ok"] == 1
+    assert not torch._dynamo.utils.counters["stats"]["calls_captured"]

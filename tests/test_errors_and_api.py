@@ -411,13 +411,15 @@ def test_fullgraph_error_data_dependent():
     assert "if a.sum() > 0:  # data-dependent branch" in msg
 
 
-def test_fullgraph_error_item():
+def test_fullgraph_error_tolist():
+    """(``.item()`` is captured under fullgraph, as torch.compile: test_data_dependent_scalars.py;
+    ``tolist()`` of a float tensor is an error there too.)"""
     def fn(a):
-        return a.sum().item()
+        return a.sum().tolist()
 
     err = _fullgraph_error(fn, _r(3))
-    assert "item" in str(err)
-    assert f"line {line_of(fn, '.item()')}" in str(err)
+    assert "tolist" in str(err)
+    assert f"line {line_of(fn, '.tolist()')}" in str(err)
 
 
 def _helper_that_breaks(x):
