@@ -2,7 +2,8 @@
 
 The programs are those PyTorch's own TorchDynamo tests pin the policy with
 (``test/dynamo/test_recompiles.py``, ``test/dynamo/test_unspec.py``, written again here
-as our own differential programs): automatic dynamic shapes reducing recompiles, ints,
+as our own differential programs): automatic dynamic shapes reducing recompiles (also
+across a change of rank), ints,
 floats and 0-d tensor arguments that change (also a value that changes between a
 tensor and a number), ints captured by closures and held in tuples, ``nn.Parameter``
 arguments (static shapes), ``mark_unbacked``, ``dynamic=True`` with a branch on a number,
@@ -229,6 +230,11 @@ CASES: dict[str, Case] = {
                                            (True, _r(5))], {"fullgraph": True}),
     "tensor_scalar_change": Case(product, lambda: [(_r(2), _r(2)), (_r(3), 3), (_r(4), _r(4)), (_r(4), _r(4)),
                                                    (_r(5), 4), (_r(5), 4), (_r(6), _r(6))]),
+    # TorchDynamo's frame state (pgo.py): another number of dimensions, or a tensor where a
+    # number was, makes every dimension dynamic at once (issue 31, item 4)
+    "rank_change_all_dims_dynamic": Case(double, lambda: _tensors((2,), (3,), (4, 3), (5, 6), (2, 3, 4), (3, 4, 5))),
+    "number_then_tensor_all_dims_dynamic": Case(product, lambda: [(_r(3), 3), (_r(3), 4), (_r(5), _r(5)),
+                                                                  (_r(6), _r(6)), (_r(7, seed=7), 5)]),
     "aliasing_between_arguments": Case(add_into, _alias_calls, {"fullgraph": True}),
     "aliasing_with_a_global": Case(add_global_into, lambda: [(_r(3),), (G1.clone(),), (G1,)], {"fullgraph": True},
                                    same_objects=True),
@@ -277,6 +283,8 @@ TORCH_COMPILE: dict[str, int] = {
     "reduce_recompiles_dynamic": 1,
     "true_false_flop": 3,
     "tensor_scalar_change": 3,
+    "rank_change_all_dims_dynamic": 4,
+    "number_then_tensor_all_dims_dynamic": 4,
     "aliasing_between_arguments": 2,
     "aliasing_with_a_global": 2,
     "parameter_argument_static_shapes": 4,

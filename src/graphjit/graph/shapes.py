@@ -12,7 +12,10 @@ Policy (``graphjit.compile(dynamic=...)``, as torch.compile's):
   number argument it saw.  When a later trace of the same code sees another size in a
   dimension (the first entry missed on it), that dimension is symbolic from then on; a
   number argument seen with two values is symbolic from then on.  One recompile, then
-  one entry for all sizes.
+  one entry for all sizes.  As TorchDynamo's frame state (``pgo.py``,
+  ``FrameStateSizeEntry``): a tensor seen with another number of dimensions, or where a
+  number was seen before, has every dimension symbolic from then on (whatever its rank);
+  a number where a tensor was seen before is symbolic.
 * ``mark_dynamic(t, d)`` / ``mark_static(t, d)`` / ``mark_unbacked(t, d)`` (also
   torch's ``torch._dynamo`` marks) override the policy for one tensor's dimension.
 * Numbers: what holds for a number argument holds for every ``int``/``float`` the
@@ -131,8 +134,15 @@ class CodeShapes:
             out = [False] * len(sizes)
             key = "tensor " + source.display()
             before = self.seen.get(key)
-            if before is None or len(before) != len(sizes):
+            if before is None and "number " + source.display() not in self.seen:
                 self.seen[key] = sizes
+            elif before is None or before is _VARIES or len(before) != len(sizes):
+                # was a number, or had another number of dimensions: every dimension
+                # varies from now on (TorchDynamo's frame state merges such a size to
+                # "auto dynamic" as a whole)
+                self.seen[key] = _VARIES
+                if dynamic is None:
+                    out = [True] * len(sizes)
             else:
                 merged = tuple(b if b == s else None for b, s in zip(before, sizes))
                 self.seen[key] = merged
