@@ -39,7 +39,7 @@ from .base import (
     is_new,
     register_builder,
 )
-from .constant import ConstantVariable
+from .constant import ConstantVariable, is_constant_value
 from .object_ids import IdentityKey, ObjectIdVariable
 from .sequences import ListVariable, TupleVariable
 from ..diagnostics.describe import describe
@@ -144,7 +144,7 @@ def key_var(tx, key: Any) -> VariableTracker:
     """The tracker of a key: a tensor key is the tracker it was read as (so that ``is``
     holds), anything else a constant."""
     if isinstance(key, (torch.Tensor, GraphTensorKey, FrozenDataclassKey, IdentityKey)) or \
-            (type(key).__hash__ is object.__hash__ and id(key) in tx.output.key_trackers):
+            ((type(key).__hash__ is object.__hash__ or isinstance(key, tuple)) and id(key) in tx.output.key_trackers):
         known = tx.output.key_trackers.get(id(key))
         if known is None:
             raise unsupported("tensor key of a pre-existing dict", f"<{type(key).__name__}>",
@@ -179,7 +179,7 @@ def key_of(var: VariableTracker, tx=None) -> Any:
     try:
         key = var.as_python_constant()
     except Exception:
-        key = _existing_object_key(var, tx) or _new_object_key(var, tx)
+        key = _existing_object_key(var, tx) or _new_object_key(var, tx) or _tuple_key(var, tx)
         if key is not None:
             return key
         key = _frozen_dataclass_key(var, tx)
@@ -191,6 +191,44 @@ def key_of(var: VariableTracker, tx=None) -> Any:
         hash(key)
     except TypeError as e:
         raise ObservedException(e) from None
+    return key
+
+
+#: keys a tuple key may hold besides constants: objects hashed by identity (new or
+#: guarded to be the very object), frozen dataclasses of constants, tuples of these
+_TUPLE_ITEM_KEYS = (NewObjectKey, FrozenDataclassKey)
+
+
+def _tuple_key(var: VariableTracker, tx) -> Any:
+    """A tuple or namedtuple whose items are not all constants, as a key: the same tuple
+    type of its items' keys (``Container(partial(gn, x=1), 4)``: hashed and compared item
+    by item, as ``tuple.__hash__``/``__eq__`` do, so an equal tuple made again finds it),
+    rebuilt as the tuple's tracker where it escapes.  ``None`` where an item is none of the
+    keys that allows (a tensor: the tuple stays a break), or the class hashes otherwise."""
+    if tx is None or not isinstance(var, TupleVariable):
+        return None
+    cls = var.python_type()
+    if cls.__hash__ is not tuple.__hash__ or cls.__eq__ is not tuple.__eq__ or \
+            not (cls is tuple or hasattr(cls, "_fields") and hasattr(cls, "_make")):  # (namedtuples)
+        return None
+    cached = tx.output.node_keys.get(("tuple key", id(var)))
+    if cached is not None:
+        return cached
+    items = []
+    for item in var.items:
+        try:
+            k = key_of(item, tx)
+        except Exception:  # (an unhashable or unsupported item: the tuple as a whole)
+            return None
+        if not (is_constant_value(k) or isinstance(k, _TUPLE_ITEM_KEYS) or
+                (type(k).__hash__ is object.__hash__ and id(k) in tx.output.key_trackers) or
+                (isinstance(k, tuple) and id(k) in tx.output.key_trackers)):
+            return None
+        items.append(k)
+    key = tuple.__new__(cls, items)
+    # kept alive with the trace (its id names its tracker: ``key_var``, ``emit_key``)
+    tx.output.node_keys[("tuple key", id(var))] = key
+    tx.output.key_trackers[id(key)] = var
     return key
 
 

@@ -37,6 +37,7 @@ from .base import (
     call_python,
     check_constant_args,
     register_builder,
+    register_builder_predicate,
 )
 from .constant import FOLDED_CLASSES, ConstantVariable, is_constant_value
 from .dict_objects import DictObjectVariable
@@ -648,6 +649,26 @@ def _build_enum_member(tx, value, source):
     if source is not None:
         tx.output.add_guard(source, GuardKind.ID_MATCH, value)
     return EnumMemberVariable(value, source=source)
+
+
+def is_pybind11_enum_member(value: Any) -> bool:
+    """A member of an enum a C++ extension defines with pybind11 (``torch.nn.attention.
+    SDPBackend``, ``torch.DispatchKey``): like an ``Enum`` member, hashed and compared by
+    its value, with a ``name`` among its type's ``__members__`` (TorchDynamo's
+    ``is_pybind11_enum_member``).  pybind11 gives its classes a metaclass of that name."""
+    cls = type(value)
+    if type(cls).__name__ != "pybind11_type" or "__members__" not in cls.__dict__:
+        return False
+    name = getattr(value, "name", None)
+    return isinstance(name, str) and name in cls.__members__
+
+
+@register_builder_predicate(is_pybind11_enum_member)
+def _build_pybind11_enum_member(tx, value, source):
+    """As an ``Enum`` member (a constant of the trace, guarded by identity: the members
+    are the class's attributes; a C++ function may return another wrapper of the same
+    member, which then recompiles, as torch.compile's ``ID_MATCH``)."""
+    return _build_enum_member(tx, value, source)
 
 
 def enter_context(tx, ctx: VariableTracker) -> tuple[VariableTracker, VariableTracker]:
