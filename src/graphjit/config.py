@@ -26,11 +26,12 @@ suppress_errors: bool = False
 #:
 #: Data-dependent output shapes (``nonzero``, boolean-mask indexing, ``unique``...) are
 #: traced with unbacked symbolic sizes instead of graph-breaking (torch.compile's
-#: ``capture_dynamic_output_shape_ops``; off by default, as there).
+#: ``capture_dynamic_output_shape_ops``; off by default, as there; on under ``fullgraph``).
 capture_dynamic_output_shape_ops: bool = False
 
 #: ``Tensor.item()`` is traced as an unbacked symbolic number instead of graph-breaking
-#: (torch.compile's ``capture_scalar_outputs``; off by default, as there).
+#: (torch.compile's ``capture_scalar_outputs``; off by default, as there; on under
+#: ``fullgraph``, as there: ``graph/shapes.py``).
 capture_scalar_outputs: bool = False
 
 #: A module called inside ``DistributedDataParallel``'s forward is compiled as graphs split
