@@ -223,10 +223,12 @@ def test_changed_weak_value_dict_recompiles():
     assert graphs_traced(cnt) == 3
 
 
-def test_weak_dict_of_a_new_key_is_a_break_naming_it():
-    def fn(x):
-        return torch.nn.Module() in STATES, x + 1
+def new_module_in_weak_dict(x):
+    return _Obj() in STATES, x + 1
 
+
+def test_weak_dict_of_a_new_key_is_a_break_naming_it():
+    fn = new_module_in_weak_dict
     graphjit.reset()
     try:
         graphjit.compile(fn, backend="eager", fullgraph=True)(S)
