@@ -502,4 +502,5 @@ def counting_backend(backend: str):
         return inner(gm, example_inputs)
 
     counted.graphjit_cache_key = f"counting {backend}"  # (the warm pass loads its entries)
+    counted.graphjit_shares_graphs = True  # (stands for ``backend``, which shares graphs)
     return cnt, counted

@@ -328,3 +328,39 @@ def test_real_models_counts_of_torch_compile(name):
     _instances(name, lambda m: torch.compile(m, backend=dcnt))
     torch._dynamo.reset()
     assert dcnt.frame_count == REAL[name]
+
+
+def _values_sum(d):
+    c = 0
+    for v in d.values():
+        c += v
+    return c
+
+
+def test_a_users_backend_is_called_for_every_graph_as_torch_compile_calls_it():
+    """A backend that is a user's callable (one that counts, records or specializes) is
+    given every graph compiled, as torch.compile gives it: a dict whose keys come in
+    another order retraces the same structure and calls the backend again (PyTorch's
+    test_dicts.py test_dict_order_keys); a named backend shares the callable."""
+    a, b = seeded_randn(22101)(10), seeded_randn(22102)(10)
+    counts = {}
+    for name, wrap in (("graphjit", graphjit.compile), ("torch.compile", torch.compile)):
+        calls = []
+
+        def recording(gm, example_inputs):
+            calls.append(gm)
+            return gm.forward
+
+        graphjit.reset()
+        torch._dynamo.reset()
+        f = wrap(_values_sum, backend=recording)
+        for d in ({"a": a, "b": b}, {"b": b, "a": a}, {"b": b, "a": a}):
+            assert_equal(f(d), _values_sum(d))
+        counts[name] = len(calls)
+    torch._dynamo.reset()
+    assert counts == {"graphjit": 2, "torch.compile": 2}
+    graphjit.reset()
+    f = graphjit.compile(_values_sum, backend="eager")
+    for d in ({"a": a, "b": b}, {"b": b, "a": a}):
+        assert_equal(f(d), _values_sum(d))
+    assert graphjit.stats()["graphs_shared"] == 1

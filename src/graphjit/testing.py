@@ -32,6 +32,9 @@ class CompileCounter:
     graphjit_cache_key = "graphjit.testing.CompileCounter"
     #: it runs the graph as it is: a graph with symbolic sizes may be written too
     graphjit_runs_graph = True
+    #: a graph of the structure of one it compiled before may reuse that callable
+    #: (``graph/shared_graphs.py``): its counts are of graphs the backend was given
+    graphjit_shares_graphs = True
 
     def __init__(self) -> None:
         self.frame_count = 0

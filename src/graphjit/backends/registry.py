@@ -64,6 +64,16 @@ def keeps_attributes(backend: str | CompilerFn, options: dict | None = None, mod
     return bool(freezing or cudagraphs)
 
 
+def shares_graphs(backend: str | CompilerFn) -> bool:
+    """Whether a graph may take the callable ``backend`` compiled for an earlier graph of
+    the same structure instead of calling it (``graph/shared_graphs.py``): a backend named
+    by a string (graphjit's own, or one registered by name), whose compiled callable
+    depends only on the graph, or a callable that says so (``graphjit_shares_graphs =
+    True``).  Any other callable is called for every graph compiled, as torch.compile
+    calls a user's backend: it may count, record or specialize what it is given."""
+    return isinstance(backend, str) or bool(getattr(backend, "graphjit_shares_graphs", False))
+
+
 @register_backend
 def eager(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
     """Run the captured graph as Python (``gm.forward``), as torch.compile's ``eager``."""

@@ -17,7 +17,10 @@ Contract:
   torch.compile's graphs of inlined modules take their parameters as inputs.  The
   generated code passes them after the graph's arguments (``CompiledGraph.lifted``; the
   persistent cache writes them with the graph, as references to the entry's modules).
-* :class:`SharedGraphs` (one per compile session) remembers each compiled graph with its
+* :class:`SharedGraphs` (one per compile session whose backend allows it:
+  ``backends.registry.shares_graphs``, a backend named by a string or a callable with
+  ``graphjit_shares_graphs = True``; a user's other callable is called for every graph, as
+  torch.compile calls it) remembers each compiled graph with its
   *scope*, the code object whose frame the graph was traced from.  A new graph of the
   same scope with the same *structure* as one compiled before reuses its compiled
   callable instead of calling the backend (as torch.compile's cache on the code object

@@ -25,7 +25,7 @@ import torch
 from torch.fx.experimental.symbolic_shapes import ConstraintViolationError
 
 from .. import config
-from ..backends.registry import keeps_attributes, lookup_backend
+from ..backends.registry import keeps_attributes, lookup_backend, shares_graphs
 from ..diagnostics import logs
 from ..graph.shapes import RECEIVER_CODES, ShapePolicy
 from ..graph.shared_graphs import SharedGraphs
@@ -70,7 +70,8 @@ class CompileSession:
         self.hooks = Hooks(self.compiler_fn, self.make_resume, self.wrap_callable, fullgraph,
                            self.interceptor.resolve,
                            ShapePolicy(dynamic, floats_as_tensors=backend not in _SYMFLOAT_BACKENDS),
-                           SharedGraphs(), lambda: keeps_attributes(backend, options, mode))
+                           SharedGraphs() if shares_graphs(backend) else None,
+                           lambda: keeps_attributes(backend, options, mode))
 
     def __repr__(self) -> str:
         return f"CompileSession(backend={self.backend!r}, fullgraph={self.fullgraph})"
