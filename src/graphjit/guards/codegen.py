@@ -34,7 +34,7 @@ from .footprint import STRUCTURAL, analyze, builtins_dict, held_source, word_add
 from .pin_program import pin_program, run_pins
 from .shapes import ShapeGuards
 from ..sources import ConstSource, GuardScope, TypeSource
-from .guard import MODE_STATE, GlobalQuery, Guard, GuardKind
+from .guard import MODE_STATE, GlobalQuery, Guard, GuardKind, holds_numbers, typed_value
 
 #: one guard's readable parts are rendered once, by whichever thread needs them first
 _RENDER_LOCK = threading.RLock()
@@ -340,8 +340,13 @@ def _constant(label: str, E, v: Any, c: _Consts) -> list[GuardPart]:
     if type(v) in _SIMPLE_CONSTANTS or type(v) is float and math.isfinite(v):
         return [GuardPart(label, f"type({E()}) is {type(v).__name__}", f"type({E()})", type(v).__name__),
                 GuardPart(label, f"{E()} == {v!r}", E(), _short(v))]
-    return [GuardPart(label, f"type({E()}) is {c.ref(type(v), identity=True)}", f"type({E()})", type(v).__qualname__),
-            GuardPart(label, f"{E()} == {c.ref(v)}", E(), _short(v))]
+    parts = [GuardPart(label, f"type({E()}) is {c.ref(type(v), identity=True)}", f"type({E()})", type(v).__qualname__),
+             GuardPart(label, f"{E()} == {c.ref(v)}", E(), _short(v))]
+    if holds_numbers(v):  # (1, 2) == (1.0, 2.0) == (True, 2): the items' types too
+        typed = c.ref(typed_value, "___typed_value", identity=True)
+        parts.append(GuardPart(label, f"{typed}({E()}) == {c.ref(typed_value(v))}", f"{typed}({E()})",
+                               _short(typed_value(v))))
+    return parts
 
 
 def _equals(label: str, expr: str, expected: Any, c: _Consts) -> GuardPart:

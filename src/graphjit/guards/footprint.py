@@ -38,7 +38,7 @@ import torch
 from ..sources import (AttrSource, ConstSource, GenericAttrSource, GetItemSource, GlobalSource, LocalSource,
                        ObjectKey, Source, TypeSource)
 from . import memory
-from .guard import Guard, GuardKind
+from .guard import Guard, GuardKind, holds_numbers, typed_value
 
 _IMMUTABLE = (int, float, complex, str, bytes, bool, type(None), torch.dtype, torch.Size, torch.device,
               torch.memory_format, torch.layout, enum.Enum, type(Ellipsis), types.CodeType)
@@ -319,7 +319,8 @@ class _Analysis:
                 return type(v) is g.value
             if k is GuardKind.CONSTANT_MATCH:
                 v = self.value(g.source)
-                return _immutable(v) and type(v) is type(g.value) and (v == g.value or v != v)
+                return _immutable(v) and type(v) is type(g.value) and (v == g.value or v != v) and \
+                    (not holds_numbers(g.value) or typed_value(v) == typed_value(g.value))
             if k is GuardKind.LENGTH_CHECK:
                 v = self.value(g.source)
                 return type(v) is tuple

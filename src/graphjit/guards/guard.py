@@ -19,6 +19,33 @@ import torch
 from ..sources import Source
 
 
+_CONTAINERS = (tuple, list, frozenset, set)
+
+
+def holds_numbers(value: Any) -> bool:
+    """Whether a constant container holds (at any depth) a number: ``1 == 1.0 == True``,
+    so ``==`` alone cannot tell its items' types apart."""
+    if type(value) in _CONTAINERS:
+        return any(holds_numbers(item) for item in value)
+    if type(value) is dict:
+        return any(holds_numbers(k) or holds_numbers(v) for k, v in value.items())
+    return isinstance(value, (int, float, complex))
+
+
+def typed_value(value: Any) -> Any:
+    """``value`` with the exact type of each item beside it, nested as the value is: two
+    constants are the same for a trace when these are equal (``(1, 2)`` is not
+    ``(1.0, 2.0)`` nor ``(True, 2)``, which ``==`` calls equal)."""
+    t = type(value)
+    if t is tuple or t is list:
+        return t, tuple(map(typed_value, value))
+    if t is frozenset or t is set:
+        return t, frozenset(map(typed_value, value))
+    if t is dict:
+        return t, tuple((typed_value(k), typed_value(v)) for k, v in value.items())
+    return t, value
+
+
 class GuardKind(enum.IntEnum):
     """Guard kinds, in the order their checks run (cheap first)."""
 
