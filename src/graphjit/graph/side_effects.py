@@ -23,6 +23,8 @@ entry                    made by                              replayed as
 ``ListOps``              list methods                         ``append``/``clear`` calls
                                                               (seed 002), else ``l[:] = [...]``
 ``SetOps``               ``add``/``discard``/``clear``        the same calls
+``IterAdvance``          ``next()`` of a tuple iterator       ``advance(it, n, exhausted)``
+                         made before the frame                (``variables/tuple_iterators.py``)
 ======================  ==================================  ==============================
 
 Replay (:meth:`SideEffects.codegen`) first reads every target and value into temporaries
@@ -43,6 +45,7 @@ from ..exc import unsupported
 from ..variables.base import VariableTracker, in_body, outer_write_allowed
 from ..variables.cells import EMPTY
 from ..variables.dicts import DELETED
+from ..variables.tuple_iterators import advance
 
 _NONE = object()
 
@@ -68,6 +71,9 @@ class SideEffects:
         self._by_var: dict[int, Any] = {}  # id(tracker) -> its object (the map reversed)
         self.log: list[Entry] = []
         self._lists: dict[int, Entry] = {}  # one entry per list: its ops, or a rebuild
+        #: id(tuple iterator) -> (its tracker, its remaining items' tracker, items taken,
+        #: exhausted): what the trace took from an iterator made before it
+        self._iterators: dict[int, tuple] = {}
         self.pending_class_attrs: dict[type, dict[str, Any]] = {}
         #: id(tensor) -> (tensor, tracker): ``.grad`` written by the trace (read back)
         self.pending_tensor_grads: dict[int, tuple[Any, VariableTracker]] = {}
@@ -144,6 +150,21 @@ class SideEffects:
         else:
             ops[:] = [("rebuild", None)]
 
+    def iterator_state(self, it: VariableTracker, value: Any) -> tuple:
+        """``(tracker, remaining items' tracker, items taken, exhausted)`` of the existing
+        tuple iterator ``value`` this trace stepped (``(it, None, 0, False)`` before its
+        first step; keyed by the object: every tracker of it shares the state)."""
+        return self._iterators.get(id(value), (it, None, 0, False))
+
+    def iterator_advance(self, it: VariableTracker, value: Any, rest: VariableTracker, taken: int,
+                         exhausted: bool) -> None:
+        """The trace took ``taken`` items of the existing iterator ``value`` (tracked by
+        ``it``) in all, and its end with ``exhausted``: replayed as one ``advance`` call
+        (the last one logged)."""
+        _refuse_in_body("next() of an iterator", it)
+        self._iterators[id(value)] = (it, rest, taken, exhausted)
+        self.log.append(Entry("iter", it, None, (taken, exhausted)))
+
     def set_mutation(self, s: VariableTracker, op: str, key: Any = None) -> None:
         _refuse_in_body("set mutation", s)
         self.log.append(Entry("set", s, op, key))
@@ -154,7 +175,7 @@ class SideEffects:
         out: list[Entry] = []
         open_runs: dict[tuple, Entry] = {}
         for e in self.log:
-            if e.kind not in ("dict", "attr", "cell"):
+            if e.kind not in ("dict", "attr", "cell", "iter"):
                 out.append(e)
                 continue
             k = (id(e.target), e.kind, e.key)
@@ -334,5 +355,16 @@ def _store_set(cg, e: Entry, target, value) -> None:
     cg.append_pop_top()
 
 
+def _advance_iterator(cg, e: Entry, target, value) -> None:
+    taken, exhausted = value
+    cg.push_null()
+    cg.load_const(advance)
+    cg.load_fast(target)
+    cg.load_const(taken)
+    cg.load_const(exhausted)
+    cg.call(3)
+    cg.append_pop_top()
+
+
 _STORES = {"dict": _store_dict, "attr": _store_attr, "cell": _store_cell, "list": _store_list,
-           "set": _store_set}
+           "set": _store_set, "iter": _advance_iterator}

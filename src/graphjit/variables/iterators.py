@@ -16,6 +16,7 @@ import types
 
 from ..exc import ObservedException, observed, unsupported
 from .base import MethodVariable, ValueMutationNew, VariableTracker, check_mutable
+from . import tuple_iterators
 from .constant import ConstantVariable
 from .dicts import DictVariable, DictViewVariable
 from .sequences import ListVariable, TupleVariable
@@ -623,7 +624,8 @@ class ExistingIteratorVariable(IteratorVariable):
     itself (CPython's ``PyObject_SelfIter``), so ``enumerate(it)``, ``zip(it, ...)`` and a
     ``for`` loop over it are made in the trace without reading it.  Its items exist only
     when the code runs: taking one is a graph break (inside a loop the rest of the frame
-    runs in Python, its calls compiled).  Nothing is consumed while tracing; what escapes
+    runs in Python, its calls compiled), except for a tuple iterator, whose items the trace
+    reads (``tuple_iterators.py``).  Nothing is consumed while tracing; what escapes
     is the object itself."""
 
     def __init__(self, obj: VariableTracker, **kwargs) -> None:
@@ -640,6 +642,8 @@ class ExistingIteratorVariable(IteratorVariable):
         return [self.obj]
 
     def next_item(self, tx) -> VariableTracker | None:
+        if tuple_iterators.steppable(self.obj):  # its items are its tuple's: taken in the trace
+            return tuple_iterators.next_item(tx, self.obj)
         name = self.python_type().__name__
         raise unsupported("next() of an iterator made before the compiled frame",
                           f"{name} object",

@@ -767,11 +767,11 @@ def _save_log(side_effects) -> tuple:
     return (len(side_effects.log), dict(side_effects._lists),
             {id(e): (e, list(e.value)) for e in side_effects._lists.values()},
             {cls: dict(d) for cls, d in side_effects.pending_class_attrs.items()},
-            dict(side_effects.pending_tensor_grads))
+            dict(side_effects.pending_tensor_grads), dict(side_effects._iterators))
 
 
 def _restore_log(side_effects, saved: tuple) -> None:
-    n, lists, ops, classes, grads = saved
+    n, lists, ops, classes, grads, iterators = saved
     del side_effects.log[n:]
     side_effects._lists.clear()
     side_effects._lists.update(lists)
@@ -781,6 +781,8 @@ def _restore_log(side_effects, saved: tuple) -> None:
     side_effects.pending_class_attrs.update(classes)
     side_effects.pending_tensor_grads.clear()
     side_effects.pending_tensor_grads.update(grads)
+    side_effects._iterators.clear()
+    side_effects._iterators.update(iterators)
 
 
 __all__ = ["BlockEffects", "BlockView", "EffectsRecord", "Param", "replay", "same_summary", "summary_of"]
