@@ -92,6 +92,9 @@ class TensorVariable(VariableTracker):
         #: an instance of it (``TwoTensor`` of fakes), any other fake stands for a Tensor
         self.class_type: type = type(example_value) if is_traceable_wrapper_subclass(example_value) \
             else torch.Tensor
+        #: made by ``as_subclass``: a graph output gets ``class_type`` back even when it is a
+        #: Parameter class (a Parameter read from a module or passed in is reloaded instead)
+        self.rewrap = False
 
     def _note_metadata(self, name: str) -> None:
         if name in STRIDE_METADATA:
@@ -149,9 +152,21 @@ class TensorVariable(VariableTracker):
         return [tx.output.call(tx, "call_function", operator.getitem,
                                [self, ConstantVariable(i)], {}) for i in range(n)]
 
-    def reconstruct(self, cg) -> None:
-        subclass = self.class_type is not torch.Tensor and not issubclass(self.class_type, torch.nn.Parameter) \
+    def _rewrapped(self) -> bool:
+        """Is this a tensor whose Python type the graph loses (a ``__torch_function__``
+        subclass, an ``as_subclass`` result), given back where it leaves the graph?"""
+        return self.class_type is not torch.Tensor \
+            and (self.rewrap or not issubclass(self.class_type, torch.nn.Parameter)) \
             and not is_traceable_wrapper_subclass(self._example)  # (a wrapper's graph output is one)
+
+    @property
+    def rebuilds_new_object(self) -> bool:
+        """Its reconstruction makes a new Python object (``as_subclass`` of a graph output):
+        the code generator builds it once and reuses it, so ``return t, t`` gives one object."""
+        return self._rewrapped() and self.node.op not in ("placeholder", "get_attr")
+
+    def reconstruct(self, cg) -> None:
+        subclass = self._rewrapped()
         if subclass and self.source is not None and self.node.op == "placeholder":
             cg.extend(self.source.reconstruct())  # the input itself
             return

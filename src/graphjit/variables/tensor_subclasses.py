@@ -133,6 +133,7 @@ def as_subclass(tx, tensor: TensorVariable, args: list, kwargs: dict) -> Variabl
         raise unsupported("Tensor.as_subclass to a non-tensor class", repr(cls))
     var = TensorVariable(tensor.node, tensor._example)
     var.class_type = cls
+    var.rewrap = True
     return var
 
 
