@@ -278,6 +278,9 @@ class PyCodegen:
     def load_closure(self, name: str) -> None:
         self.append(create_instruction("LOAD_CLOSURE", argval=name))
 
+    def load_attr(self, name: str) -> None:
+        self.append(create_instruction("LOAD_ATTR", argval=name))
+
     def store_attr(self, name: str) -> None:
         self.append(create_instruction("STORE_ATTR", argval=name))
 

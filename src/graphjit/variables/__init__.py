@@ -6,7 +6,8 @@ mutation types, lazy trackers, the builder registry) → ``constant`` → ``obje
 ``sequences``, ``sizes`` (``torch.Size``), ``dicts``, ``sets``, ``view_sets`` (dict views as sets), ``iterators`` (containers) → ``random_values`` → ``cells`` → ``functions``
 → ``partial_subclasses`` (instances of Python subclasses of ``functools.partial``) → ``exceptions`` → ``object_protocol``, ``instance_attrs``, ``dict_objects``,
 ``builtin_subclasses`` (tuple/set subclasses, mappingproxy), ``objects``,
-``nn_module``, ``torchscript``, ``numpy_tensors`` (numpy on arrays of tensors, through
+``nn_module``, ``lazy_modules`` (lazy modules' first call), ``namedtuple_classes``
+(``collections.namedtuple`` in the trace), ``torchscript``, ``numpy_tensors`` (numpy on arrays of tensors, through
 ``torch._numpy``), ``numpy_values`` (Python objects; TorchScript's opaque ones; numpy
 folded on constants), ``generators`` →
 ``operators``, ``grad_mode``, ``builtins``, ``interpreter`` (frames, ``importlib.import_module``),
@@ -49,6 +50,7 @@ from .functions import (
 from .exceptions import ExceptionVariable
 from .objects import ClassVariable, InstanceDictVariable, PythonModuleVariable, SuperVariable, UserObjectVariable
 from .nn_module import NNModuleVariable
+from .namedtuple_classes import NamedTupleFactoryVariable, NewNamedTupleClassVariable
 from .torchscript import ScriptFunctionVariable, ScriptModuleVariable
 from .numpy_values import NumpyFunctionVariable, NumpyValueVariable
 from .generators import TorchGeneratorVariable
