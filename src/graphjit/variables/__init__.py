@@ -8,7 +8,8 @@ mutation types, lazy trackers, the builder registry) → ``constant`` → ``obje
 ``builtin_subclasses`` (tuple/set subclasses, mappingproxy), ``objects``,
 ``nn_module``, ``lazy_modules`` (lazy modules' first call), ``namedtuple_classes``
 (``collections.namedtuple`` in the trace), ``torchscript``, ``numpy_tensors`` (numpy on arrays of tensors, through
-``torch._numpy``), ``numpy_values`` (Python objects; TorchScript's opaque ones; numpy
+``torch._numpy``), ``numpy_ufuncs`` (a ufunc on tensors: ``__array__`` in,
+``__array_wrap__`` out), ``numpy_values`` (Python objects; TorchScript's opaque ones; numpy
 folded on constants), ``generators`` →
 ``operators``, ``grad_mode``, ``builtins``, ``interpreter`` (frames, ``importlib.import_module``),
 ``torch_function``, ``checkpoint``, ``copying``
