@@ -20,6 +20,7 @@ import graphjit
 from _breadth import case_tests
 from _semantics import Case
 from _shared import seeded_randn
+from _torch_compile_releases import on_release
 from graphjit.testing import CompileCounter
 
 _r = seeded_randn(31300)
@@ -85,9 +86,11 @@ CASES = [
 #: torch.compile's polyfill names the flag ``requires_grad`` and asserts that no other
 #: keyword is passed: ``require_grad=`` (the C function's name) gives the frame up
 RELATION = {"to_plain_tensor": "torch_none"}
+#: torch.compile 2.14 raises a NameError from its own generated code (2.13 gives eager's result)
+TORCH_WRONG = on_release(v2_13=set(), v2_14={"shares_storage"})
 
 test_eager_backend, test_aot_eager_backend, test_graph_count_against_torch_compile = \
-    case_tests(CASES, RELATION)
+    case_tests(CASES, RELATION, TORCH_WRONG)
 
 
 def test_one_object_for_one_make_subclass():
