@@ -5,7 +5,9 @@
 The programs: a plain subclass and a Parameter subclass made from a tensor (the result
 keeps its type where it leaves the graph, and ``return t, t`` gives one object), a
 subclass whose ``__new__`` calls it (the ``Buffer`` shim and ``ModeTensor`` of PyTorch's
-tests pass ``data.requires_grad``), ``cls=torch.Tensor``, ``require_grad=`` by keyword.
+tests pass ``data.requires_grad``), one whose ``__new__`` then sets attributes on the new
+object (quantized tensors do: read back in the trace, set on the object the compiled code
+returns), ``cls=torch.Tensor``, ``require_grad=`` by keyword.
 Asking for a ``requires_grad`` the detached data does not have is a graph break in both
 systems (torch.compile: "setattr() on Tensor.requires_grad").  Each is compared with eager
 with the ``eager`` and ``aot_eager`` backends and its graph count against torch.compile's.
@@ -44,6 +46,24 @@ class Buffer(torch.Tensor):
         return torch.Tensor._make_subclass(cls, data, data.requires_grad)
 
 
+class Scaled(torch.Tensor):
+    """A quantization-style tensor: ``_make_subclass`` then attributes set in ``__new__``."""
+
+    def __new__(cls, data, scale, original_dtype):
+        instance = torch.Tensor._make_subclass(cls, data, require_grad=False)
+        instance.scale = scale
+        instance.original_dtype = original_dtype
+        return instance
+
+    def dequantize(self):
+        return self.as_subclass(torch.Tensor) * self.scale
+
+
+def attributes_set_in_new(x):
+    s = Scaled(x * 4, x.abs().max(), torch.float32)
+    return s.dequantize(), s.scale, s.original_dtype, s
+
+
 def plain_subclass(x):
     t = torch.Tensor._make_subclass(Plain, x, False)
     return t, type(t) is Plain, t * 2
@@ -76,6 +96,7 @@ def new_leaf_requiring_grad(x):
 
 CASES = [
     Case(plain_subclass, XS),
+    Case(attributes_set_in_new, XS),
     Case(parameter_subclass, XS),
     Case(through_new, XS),
     Case(to_plain_tensor, XS),
@@ -98,6 +119,15 @@ def test_one_object_for_one_make_subclass():
     x = _r(3)
     p, q, *_ = graphjit.compile(parameter_subclass, backend=CompileCounter(), fullgraph=True)(x)
     assert p is q and type(p) is MyParam and p.data_ptr() == x.data_ptr()
+
+
+def test_attributes_of_the_new_object_as_in_eager():
+    graphjit.reset()
+    x = _r(3)
+    *_, s = graphjit.compile(attributes_set_in_new, backend=CompileCounter(), fullgraph=True)(x)
+    *_, e = attributes_set_in_new(x)
+    assert type(s) is Scaled and sorted(vars(s)) == sorted(vars(e)) == ["original_dtype", "scale"]
+    assert torch.equal(s.scale, e.scale) and s.original_dtype is torch.float32
 
 
 def test_requires_grad_change_names_the_users_line():

@@ -74,6 +74,15 @@ DATA_DEPENDENT_METHODS = {
 }
 
 
+def _plain_instance_attr(cls: type, name: str) -> bool:
+    """Does ``obj.name = v`` on an instance of the tensor subclass ``cls`` only write its
+    instance ``__dict__`` (no class attribute or descriptor of that name, ``__setattr__``
+    not overridden)?"""
+    if cls.__setattr__ is not torch.Tensor.__setattr__ or "__slots__" in cls.__dict__:
+        return False
+    return not any(name in klass.__dict__ for klass in cls.__mro__)
+
+
 def has_symbolic(value) -> bool:
     """A symbolic number, or a sequence holding one (``x.shape`` of a dynamic tensor)."""
     if isinstance(value, (tuple, list)):
@@ -95,6 +104,9 @@ class TensorVariable(VariableTracker):
         #: made by ``as_subclass``: a graph output gets ``class_type`` back even when it is a
         #: Parameter class (a Parameter read from a module or passed in is reloaded instead)
         self.rewrap = False
+        #: attributes written on it in the trace (a new object: ``t.scale = s`` after
+        #: ``_make_subclass``), set on the object where it is rebuilt
+        self.new_attrs: dict[str, VariableTracker] = {}
 
     def _note_metadata(self, name: str) -> None:
         if name in STRIDE_METADATA:
@@ -177,11 +189,18 @@ class TensorVariable(VariableTracker):
             reconstruct_graph_value(cg, self, "tensor")
             cg.load_const(self.class_type)
             cg.call(2)
+            for name, value in self.new_attrs.items():  # obj.name = value, obj kept on the stack
+                cg.dup_top()
+                cg.reconstruct(value)
+                cg.swap(2)
+                cg.store_attr(name)
             return
         reconstruct_graph_value(cg, self, "tensor")
 
     # -- attributes and methods ----------------------------------------------------------
     def var_getattr(self, tx, name: str) -> VariableTracker:
+        if name in self.new_attrs:
+            return self.new_attrs[name]
         found = tx.output.torch_function.tensor_getattr(tx, self, name)  # subclasses, modes
         if found is not None:
             return found
@@ -213,6 +232,9 @@ class TensorVariable(VariableTracker):
         after the graph; later reads of ``t.grad`` in the trace see the new value.  Any
         other attribute, or a gradient eager would refuse (another size, dtype or device,
         the tensor itself), runs in Python."""
+        if self.rebuilds_new_object and self.rewrap and _plain_instance_attr(self.class_type, name):
+            self.new_attrs[name] = value  # (a new object: nothing to replay but its rebuild)
+            return
         real = tx.output.real_tensor(self.node) if name == "grad" else None
         if real is None:
             return super().store_attr(tx, name, value)
