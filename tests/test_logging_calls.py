@@ -6,7 +6,9 @@ torch.compile (``torch._dynamo.config.ignore_logging_functions`` and
 at the module-level functions (``logging.warning``: a skipped standard-library function),
 so under ``fullgraph=True`` it raises.  graphjit does the same: the call runs in Python
 between graphs (the message is emitted once per call, in program order, as in eager), and
-under ``fullgraph=True`` the error names the call and the user's line.  Graph and break
+under ``fullgraph=True`` the error names the call and the user's line.  With the functions
+in ``graphjit.config.ignore_logging_functions`` (torch.compile's
+``ignore_logging_functions``) the calls are dropped and both keep one graph.  Graph and break
 counts are compared with torch.compile's; each program is compared with eager with the
 ``eager`` and ``aot_eager`` backends, and the records a handler receives with eager's.
 """
@@ -19,9 +21,10 @@ import pytest
 import torch
 
 import graphjit
-from _breadth import case_tests
-from _semantics import Case
+from _breadth import case_tests, dynamo_config
+from _semantics import Case, dynamo_counts
 from _shared import seeded_randn
+from graphjit.testing import CompileCounter, assert_equal
 
 _r = seeded_randn(31400)
 XS = [(_r(3),), (_r(3, seed=1),)]
@@ -83,6 +86,30 @@ def test_fullgraph_error_names_the_call_and_line(fn):
     with pytest.raises(torch._dynamo.exc.Unsupported):  # (torch.compile refuses it too)
         torch.compile(fn, backend="eager", fullgraph=True)(_r(3))
     torch._dynamo.reset()
+
+
+def test_ignored_logging_functions_keep_one_graph():
+    """``graphjit.config.ignore_logging_functions`` (torch.compile's
+    ``ignore_logging_functions``): the call is dropped, one graph under fullgraph in both."""
+    handler = _Records()
+    log.addHandler(handler)
+    ignored = {logging.Logger.warning, logging.Logger.info}
+    old = set(graphjit.config.ignore_logging_functions)
+    graphjit.config.ignore_logging_functions = ignored
+    try:
+        for fn in (warning_between_ops, info_filtered_out):
+            graphjit.reset()
+            cnt = CompileCounter()
+            x = _r(3)
+            expected = fn(x)
+            handler.records.clear()
+            assert_equal(graphjit.compile(fn, backend=cnt, fullgraph=True)(x), expected)
+            assert cnt.frame_count == 1 and handler.records == []  # (dropped)
+            with dynamo_config(ignore_logging_functions=ignored):
+                assert dynamo_counts(Case(fn, [(x,)])) [:2] == (1, 0)
+    finally:
+        graphjit.config.ignore_logging_functions = old
+        log.removeHandler(handler)
 
 
 def test_records_as_in_eager():
