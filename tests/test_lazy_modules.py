@@ -198,6 +198,26 @@ def test_compiled_lazy_module_called_twice():
     assert torch.equal(compiled(X + 1), eager(X + 1)) and cnt.frame_count == 1
 
 
+def test_compiled_module_with_lazy_children():
+    """``graphjit.compile(LazyMLP())``: both lazy layers initialized in the first trace,
+    one graph under fullgraph, parameters as eager's from the same RNG state."""
+    graphjit.reset()
+    torch.manual_seed(3)
+    eager = LazyMLP()
+    torch.manual_seed(3)
+    mod = LazyMLP()
+    cnt = CompileCounter()
+    compiled = graphjit.compile(mod, backend=cnt, fullgraph=True)
+    torch.manual_seed(4)
+    expected, rng_eager = eager(X), torch.get_rng_state()
+    torch.manual_seed(4)
+    assert torch.equal(compiled(X), expected) and torch.equal(torch.get_rng_state(), rng_eager)
+    assert [type(m) for m in mod.modules()] == [type(m) for m in eager.modules()]
+    for (name, p), (_, q) in zip(mod.named_parameters(), eager.named_parameters(), strict=True):
+        assert torch.equal(p, q), name
+    assert torch.equal(compiled(X * 2), eager(X * 2)) and cnt.frame_count == 1
+
+
 def test_random_op_before_first_call_breaks():
     """Eager draws ``torch.rand`` before the initialization draws: traced, the
     initialization would draw first, so the call is a graph break (fullgraph: an error
