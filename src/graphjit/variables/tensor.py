@@ -108,6 +108,9 @@ class TensorVariable(VariableTracker):
         #: ``_make_subclass``), set on the object where it is rebuilt
         self.new_attrs: dict[str, VariableTracker] = {}
 
+    def children(self) -> list[VariableTracker]:
+        return list(self.new_attrs.values())  # (set on the object where it is rebuilt)
+
     def _note_metadata(self, name: str) -> None:
         if name in STRIDE_METADATA:
             self.node.meta["strides_used"] = True
