@@ -22,7 +22,7 @@ from typing import Any
 from ..exc import ObservedException, observed, unsupported
 from ..guards.guard import GuardKind
 from ..polyfills import builtins as poly
-from ..sources import AttrSource, GetItemSource
+from ..sources import AttrSource, ConstSource, GetItemSource
 from .base import (
     check_mutable,
     MethodVariable,
@@ -162,15 +162,17 @@ class TupleVariable(BaseSequenceVariable):
             if owner is not None and owner not in (tuple, object):
                 raw = owner.__dict__[name]
                 if isinstance(raw, classmethod) or not callable(raw):  # ``_make``, ``_fields``
-                    return VariableTracker.build(tx, getattr(cls, name))
+                    return VariableTracker.build(tx, getattr(cls, name), _class_attr_source(cls, name))
                 if isinstance(raw, types.FunctionType):  # ``_replace``, ``_asdict``, a user method
                     return MethodVariable(self, name)
         return super().var_getattr(tx, name)
 
     def call_method(self, tx, name: str, args: list, kwargs: dict) -> VariableTracker:
-        raw = _named_tuple_method(self.namedtuple_cls, name)
+        cls = self.namedtuple_cls
+        raw = _named_tuple_method(cls, name)
         if raw is not None:  # a Python method of the named tuple class: traced
-            return VariableTracker.build(tx, raw).call_function(tx, [self, *args], kwargs)
+            fn = VariableTracker.build(tx, raw, _class_attr_source(cls, name))
+            return fn.call_function(tx, [self, *args], kwargs)
         return super().call_method(tx, name, args, kwargs)
 
     def as_python_constant(self):
@@ -195,6 +197,11 @@ class TupleVariable(BaseSequenceVariable):
             cg.load_const(cls._make if hasattr(cls, "_make") else cls)
         super().reconstruct(cg)
         cg.call(1)
+
+
+def _class_attr_source(cls: type, name: str) -> AttrSource:
+    """``cls.name`` read through the named tuple class (a constant of the trace)."""
+    return AttrSource(ConstSource(cls, cls.__qualname__), name)
 
 
 def _named_tuple_method(cls: type | None, name: str) -> types.FunctionType | None:
