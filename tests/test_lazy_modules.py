@@ -152,6 +152,14 @@ def lazy_two_inputs(x, mod):
     return mod([x, x * 2], y=[x + 1])
 
 
+def _narrow_first(module, args):
+    return (args[0][..., :2],)
+
+
+def prepended_pre_hook(x, mod):
+    return mod(x)
+
+
 def random_before_lazy(x, mod):
     noise = torch.rand(2, 4)
     return mod(x + noise)
@@ -229,6 +237,25 @@ def test_random_op_before_first_call_breaks():
     with pytest.raises(graphjit.Unsupported) as info:
         graphjit.compile(random_before_lazy, backend="eager", fullgraph=True)(X, torch.nn.LazyLinear(3))
     assert "lazy module" in str(info.value) and "test_lazy_modules.py" in str(info.value)
+
+
+def test_prepended_pre_hook_breaks():
+    """A pre-hook that runs before the initialization (prepended) narrows the input: eager
+    initializes for 2 features; the first call is a break, and the result is eager's."""
+    def make():
+        mod = torch.nn.LazyLinear(3)
+        mod.register_forward_pre_hook(_narrow_first, prepend=True)
+        return mod
+
+    graphjit.reset()
+    torch.manual_seed(5)
+    eager_mod = make()
+    expected = prepended_pre_hook(X, eager_mod)
+    torch.manual_seed(5)
+    mod = make()
+    got = graphjit.compile(prepended_pre_hook, backend="eager")(X, mod)
+    assert torch.equal(got, expected) and mod.weight.shape == (3, 2)
+    assert graphjit.stats()["graph_breaks"] >= 1
 
 
 if __name__ == "__main__":

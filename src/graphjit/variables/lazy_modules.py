@@ -12,6 +12,9 @@ Contract (TorchDynamo's ``initialize_lazy_module``, ``torch/_dynamo/variables/nn
   hooks and turns the module into its ``cls_to_become``.  The call is then traced as any
   module's call: parameters are graph attributes guarded by identity, and a later call
   finds the module initialized under the same guards.
+* The initialization hook must be the first forward pre-hook that runs (no global forward
+  pre-hook, none prepended to the module's): one that runs before it in eager may change
+  the arguments it sees, so that first call is a graph break.
 * The arguments are given as fakes: tensors (in tuples, named tuples, lists and dicts as
   passed) and Python constants.  An argument graphjit cannot give as a value is a graph break naming
   the module; so is an initialization that raises (the call then runs in Python, where
@@ -30,6 +33,7 @@ from typing import Any
 
 import torch
 from torch._dispatch.python import enable_python_dispatcher
+from torch.nn.modules import module as _module_globals
 from torch.nn.modules.lazy import LazyModuleMixin
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -49,6 +53,11 @@ def needs_initialization(module: torch.nn.Module) -> bool:
 def initialize(tx, module: torch.nn.Module, name: str, args: list, kwargs: dict) -> None:
     """Run ``module``'s lazy initialization on the fakes of ``args``/``kwargs`` (see the
     module docstring); ``name`` names the module in break reasons."""
+    if _module_globals._global_forward_pre_hooks or next(iter(module._forward_pre_hooks), None) != \
+            module._initialize_hook.id:
+        raise unsupported("lazy module first called with forward pre-hooks before its own", name,
+                          "A global or prepended forward pre-hook runs before the initialization in "
+                          "eager and may change its arguments; the module's first call runs in Python.")
     fake_args = [_fake(tx, a, name) for a in args]
     fake_kwargs = {k: _fake(tx, v, name) for k, v in kwargs.items()}
     if _graph_draws(tx.output):
