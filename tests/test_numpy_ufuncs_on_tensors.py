@@ -58,6 +58,18 @@ def reciprocal_of_ints(i):
     return np.reciprocal(i + 1)
 
 
+def arrays_of_int_tensors(i):
+    """The same loop-dtype check for ufuncs and operators on ``t.numpy()`` arrays (int
+    arrays divide in ``float64``; ``+a`` is a copy: a later write to ``t`` changes ``a``,
+    which shares its memory, and not ``b``)."""
+    t = i + 1
+    a = t.numpy()
+    b = +a
+    out = (np.true_divide(a, a + 1), a / (a + 1), np.sin(a), a * 2, a > 2, -a, b)
+    t.add_(1)
+    return out, a
+
+
 def zero_dim(x):
     return np.sqrt(np.abs(x[0, 0])), np.sin(x.sum())
 
@@ -88,6 +100,7 @@ CASES = [
     Case(small_int_loops, INTS),
     # numpy's integer loop (1 // x); torch._numpy's gives floats: a break, not a wrong dtype
     Case(reciprocal_of_ints, INTS, graphs=1, breaks=1),
+    Case(arrays_of_int_tensors, INTS),
     Case(zero_dim, XS),
     Case(with_array_of_tensor, XS),
     Case(result_is_new_memory, XS),
@@ -95,11 +108,12 @@ CASES = [
     Case(mean_is_not_a_ufunc, XS, graphs=0, breaks=1),
 ]
 
-#: torch.compile returns ndarrays where eager returns tensors (``__array_wrap__``), and
+#: torch.compile returns ndarrays where eager returns tensors (``__array_wrap__``), gives
+#: int arrays ``torch._numpy``'s dtypes (``a / b`` in ``float32``), and
 #: computes ``np.mean(t)`` where eager raises (``t.mean(axis=None, ...)``)
 TORCH_WRONG = {"sin_plus_add", "chained", "comparison_is_uint8", "int_promotion", "zero_dim",
                "with_array_of_tensor", "result_is_new_memory", "mean_is_not_a_ufunc", "requires_grad_raises",
-               "small_int_loops", "reciprocal_of_ints"}
+               "small_int_loops", "reciprocal_of_ints", "arrays_of_int_tensors"}
 
 test_eager_backend, test_aot_eager_backend, test_graph_count_against_torch_compile = \
     case_tests(CASES, torch_wrong=TORCH_WRONG)
