@@ -20,7 +20,10 @@ ask which torch runs). The changes found, torch.compile 2.14 against 2.13:
 * gpytorch's exact GP (``test_library_zoo``, slow): 38 graphs and 66 breaks (2.13: 78);
 * the ``random`` module (``test_py_random``, counted in ``test_py_vs_dynamo``): frames
   that draw are given up more often (no graph), a drawn float fed to ``torch.full_like``
-  breaks before its graph (one graph where 2.13 had two).
+  breaks before its graph (one graph where 2.13 had two);
+* ``Tensor._make_subclass(cls, x)`` then an in-place op on the result
+  (``test_make_subclass``'s ``shares_storage``): the compiled call raises a ``NameError``
+  for a global its own generated code names (2.13 gave eager's result).
 """
 
 from __future__ import annotations

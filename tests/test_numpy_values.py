@@ -4,8 +4,9 @@ numpy called on constants and sizes is folded at trace time (guarded), and its r
 (arrays, numpy scalars) are trace-time constants: operators, methods, indexing, ``int()``,
 ``tolist()``... fold too, so a SwinUNETR-like forward that pads its windows with numpy is
 one graph (torch.compile makes two: it traces the numpy as tensors, and the input-size
-check's ``.any()`` becomes a data-dependent branch).  numpy on tensors, ``Tensor.numpy()``
-and ``numpy.random`` are graph breaks with their reason.  Arrays that existed before the
+check's ``.any()`` becomes a data-dependent branch).  numpy ufuncs on tensors and numpy on
+``Tensor.numpy()`` are traced through ``torch._numpy``; other numpy functions on tensors and
+``numpy.random`` are graph breaks with their reason.  Arrays that existed before the
 call: configuration (an attribute, a global) is guarded by its contents, an argument is
 data (a break where its values are needed).  Every program is checked against eager.
 """
@@ -230,12 +231,12 @@ def test_real_swin_unetr_torch_compile():
 
 
 # --------------------------------------------------------------------------------------
-# numpy on tensors, numpy.random: breaks with their reason
+# numpy on tensors (ufuncs traced), numpy.random: breaks with their reason
 # --------------------------------------------------------------------------------------
 
 def numpy_on_tensor(x):
     y = x + 1
-    return np.sin(y) * 2  # an ndarray: numpy's own operators on it too
+    return np.sin(y) * 2  # (a ufunc on a tensor returns a tensor: ``* 2`` is a tensor op)
 
 
 def tensor_numpy(x):
@@ -243,10 +244,10 @@ def tensor_numpy(x):
     return torch.from_numpy(a * 2) + 1
 
 
-def test_numpy_on_a_tensor_is_a_break():
-    # (a ufunc on a tensor returns a tensor: ``* 2`` is a graph op again)
-    assert _counts(numpy_on_tensor, X) == (2, 1)
-    assert _reasons()[0] == "numpy function on a tensor: numpy.sin(...)"
+def test_numpy_ufunc_on_a_tensor_is_traced():
+    """``np.sin(tensor)``: one graph, as torch.compile's (``numpy_ufuncs``; the dtypes and
+    the tensor result are tested in test_numpy_ufuncs_on_tensors.py)."""
+    assert _counts(numpy_on_tensor, X, fullgraph=True) == (1, 0)
     assert dynamo_counts(numpy_on_tensor, X) == (1, 0)  # traced through torch._numpy
 
 

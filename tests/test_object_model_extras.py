@@ -475,9 +475,10 @@ def test_threads_first_call_compiles_once(what):
 # --------------------------------------------------------------------------------------
 
 VARIABLES = pathlib.Path(graphjit.__file__).parent / "variables"
-LAYERS = ["arg_binding", "base", "constant", "object_ids", "sym_node", "tensor", "sequences", "sizes", "dicts", "sets", "view_sets", "iterators", "random_values", "cells",
+LAYERS = ["arg_binding", "base", "constant", "object_ids", "sym_node", "tensor", "sequences", "sizes", "dicts", "sets", "view_sets", "tuple_iterators", "iterators", "random_values", "cells",
           "functions", "partial_subclasses", "exceptions", "object_protocol", "instance_attrs",
-          "dict_objects", "builtin_subclasses", "objects", "weak_dicts", "nn_module", "torchscript", "numpy_tensors", "numpy_values", "generators",
+          "dict_objects", "builtin_subclasses", "objects", "weak_dicts", "lazy_modules", "nn_module", "namedtuple_classes",
+          "torchscript", "numpy_tensors", "numpy_ufuncs", "numpy_values", "generators",
           "operators", "grad_mode", "builtins", "library", "immutable_values", "formatting", "interpreter", "torch_function", "checkpoint",
           "copying", "functional_call", "tensor_subclasses", "mode_stack", "dispatch_probe", "torch_modes", "builder"]
 

@@ -25,13 +25,6 @@ def xfail(case: Case, reason: str):
     return pytest.param(case, marks=pytest.mark.xfail(strict=True, reason=f"graphjit: {reason}"))
 
 
-def _quiet_split(case: Case, reason: str):
-    """A case whose trace takes an instruction for raising where eager does not (a counted
-    "instruction did not raise" break since issue 21): fails until the model is fixed."""
-    return pytest.param(case, marks=pytest.mark.xfail(strict=True, reason=f"graphjit: {reason}"),
-                        id=case.name)
-
-
 Point = collections.namedtuple("Point", ["x", "y"])
 Pair = collections.namedtuple("Pair", "a b", defaults=(10,))
 
@@ -184,8 +177,8 @@ CASES = [
     Case(namedtuple_eq_tuple, [(X,)]),
     Case(namedtuple_tensor_container, [(X, Y)]),
     Case(namedtuple_arg, [(X, Point(X, Y))]),
-    _quiet_split(Case(namedtuple_replace, [(X, Y)]), "namedtuple._replace raises AttributeError in graphjit's model"),
-    _quiet_split(Case(namedtuple_make_asdict, [(X,)]), "namedtuple._asdict raises AttributeError in graphjit's model"),
+    Case(namedtuple_replace, [(X, Y)]),
+    Case(namedtuple_make_asdict, [(X,)]),
     Case(dataclass_defaults_factory, [(X,)]),
     Case(dataclass_asdict_astuple, [(X,)]),
     Case(dataclass_replace, [(X,)]),

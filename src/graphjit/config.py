@@ -78,3 +78,10 @@ reuse_repeated_blocks: bool = True
 #: where the inline trace fails, the module is one graph node that runs its ``forward``
 #: (``variables/nn_module.py``).  Read when a frame is traced.
 inline_nn_leaves: bool = True
+
+#: Logging functions a traced call of which does nothing (torch.compile's
+#: ``torch._dynamo.config.ignore_logging_functions``): ``logging.Logger.warning`` drops
+#: ``log.warning(...)`` from the traced code, so it no longer breaks the graph (its message
+#: is not emitted).  Empty by default: a logging call is a graph break, as in torch.compile.
+#: Read when a frame is traced.
+ignore_logging_functions: set = set()

@@ -107,6 +107,13 @@ def assert_equal(actual: Any, expected: Any, path: str = "result") -> None:
     elif type(expected) is random.Random:  # generators compared by state
         assert type(actual) is random.Random, f"{path}: {type(actual)} != random.Random"
         assert actual.getstate() == expected.getstate(), f"{path}: generator states differ"
+    elif isinstance(expected, torch.nn.Module):  # compared by class, state and hooks (== is identity)
+        assert type(actual) is type(expected), f"{path}: {type(actual)} != {type(expected)}"
+        assert actual.training == expected.training, f"{path}: training {actual.training} != {expected.training}"
+        assert_equal(dict(actual.named_parameters()), dict(expected.named_parameters()), f"{path} parameters")
+        assert_equal(dict(actual.named_buffers()), dict(expected.named_buffers()), f"{path} buffers")
+        assert_equal([len(m._forward_pre_hooks) for m in actual.modules()],
+                     [len(m._forward_pre_hooks) for m in expected.modules()], f"{path} forward pre-hooks")
     elif type(expected) is functools.partial:  # compared by parts (== is identity)
         assert type(actual) is functools.partial, f"{path}: {type(actual)} != partial"
         assert_equal(actual.func, expected.func, f"{path}.func")

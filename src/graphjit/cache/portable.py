@@ -791,6 +791,8 @@ def describe(obj: Any) -> tuple:
         return ("code", code_digest(obj))
     if isinstance(obj, type):
         return ("class", mro_names(obj))
+    if isinstance(obj, torch.nn.parameter.UninitializedTensorMixin):  # (no shape until its module's first call)
+        return ("uninitialized", qualified_name(type(obj)))
     if isinstance(obj, torch.Tensor):
         return ("tensor", qualified_name(type(obj)), str(obj.dtype), str(obj.device), tuple(obj.shape),
                 tuple(obj.stride()) if obj.layout == torch.strided else None, obj.requires_grad)

@@ -94,7 +94,7 @@ class PyCodegen:
         if isinstance(var, LazyVariableTracker):
             var.reconstruct(self)
             return
-        if not is_new(var):
+        if not is_new(var) and not var.rebuilds_new_object:
             var.reconstruct(self)
             return
         self.load_fast(self._materialize(var))
@@ -103,7 +103,7 @@ class PyCodegen:
         """Reconstruct ``var`` into a temporary (reused for the same tracker); its name."""
         name = self._temps.get(id(var))
         if name is None:
-            if is_new(var):
+            if is_new(var) or var.rebuilds_new_object:
                 name = self._materialize(var)
             else:
                 self.reconstruct(var)
@@ -277,6 +277,9 @@ class PyCodegen:
 
     def load_closure(self, name: str) -> None:
         self.append(create_instruction("LOAD_CLOSURE", argval=name))
+
+    def load_attr(self, name: str) -> None:
+        self.append(create_instruction("LOAD_ATTR", argval=name))
 
     def store_attr(self, name: str) -> None:
         self.append(create_instruction("STORE_ATTR", argval=name))

@@ -67,8 +67,7 @@ def collect_tensors(var: VariableTracker, out: list[TensorVariable], seen: set[i
             continue  # a number or string only passed through: reloaded from its source, not guarded
         if isinstance(v, (TensorVariable, SymNodeVariable)):  # what only the graph computes
             out.append(v)
-        else:
-            stack.extend(reversed(v.children()))
+        stack.extend(reversed(v.children()))  # (a tensor's: attributes set on a new one)
 
 
 def graph_outputs_for(values: list[VariableTracker]) -> list[torch.fx.Node]:

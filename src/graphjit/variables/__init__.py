@@ -3,11 +3,14 @@
 Modules, in layer order (each imports only those before it): ``base`` (tracker base,
 mutation types, lazy trackers, the builder registry) → ``constant`` → ``object_ids`` (``id()``) →
 ``sym_node`` (symbolic numbers) → ``tensor`` →
-``sequences``, ``sizes`` (``torch.Size``), ``dicts``, ``sets``, ``view_sets`` (dict views as sets), ``iterators`` (containers) → ``random_values`` → ``cells`` → ``functions``
+``sequences``, ``sizes`` (``torch.Size``), ``dicts``, ``sets``, ``view_sets`` (dict views as sets), ``tuple_iterators`` (an existing tuple iterator stepped in the trace), ``iterators`` (containers) → ``random_values`` → ``cells`` → ``functions``
 → ``partial_subclasses`` (instances of Python subclasses of ``functools.partial``) → ``exceptions`` → ``object_protocol``, ``instance_attrs``, ``dict_objects``,
 ``builtin_subclasses`` (tuple/set subclasses, mappingproxy), ``objects``, ``weak_dicts``
-(``WeakKeyDictionary``/``WeakValueDictionary`` read as mappings), ``nn_module``, ``torchscript``, ``numpy_tensors`` (numpy on arrays of tensors, through
-``torch._numpy``), ``numpy_values`` (Python objects; TorchScript's opaque ones; numpy
+(``WeakKeyDictionary``/``WeakValueDictionary`` read as mappings),
+``nn_module``, ``lazy_modules`` (lazy modules' first call), ``namedtuple_classes``
+(``collections.namedtuple`` in the trace), ``torchscript``, ``numpy_tensors`` (numpy on arrays of tensors, through
+``torch._numpy``), ``numpy_ufuncs`` (a ufunc on tensors: ``__array__`` in,
+``__array_wrap__`` out), ``numpy_values`` (Python objects; TorchScript's opaque ones; numpy
 folded on constants), ``generators`` →
 ``operators``, ``grad_mode``, ``builtins``, ``interpreter`` (frames, ``importlib.import_module``),
 ``torch_function``, ``checkpoint``, ``copying``
@@ -50,6 +53,7 @@ from .exceptions import ExceptionVariable
 from .objects import ClassVariable, InstanceDictVariable, PythonModuleVariable, SuperVariable, UserObjectVariable
 from .weak_dicts import WeakDictVariable
 from .nn_module import NNModuleVariable
+from .namedtuple_classes import NamedTupleFactoryVariable, NewNamedTupleClassVariable
 from .torchscript import ScriptFunctionVariable, ScriptModuleVariable
 from .numpy_values import NumpyFunctionVariable, NumpyValueVariable
 from .generators import TorchGeneratorVariable

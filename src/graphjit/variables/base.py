@@ -230,6 +230,9 @@ class VariableTracker(metaclass=TrackerMeta):
     #: a repeated block's recorder while the tracker is one of the values the first block's
     #: body reads from the objects it was given (``hops/block_effects.py``); ``None`` else
     _watch = None
+    #: its reconstruction makes a new object although it is not new (the code generator
+    #: then builds it once, into a temporary, as it builds a new object)
+    rebuilds_new_object = False
 
     def __init__(self, *, source: "Source | None" = None, mutation_type: MutationType | None = None):
         self.source = source

@@ -30,7 +30,7 @@ from ..exc import Unsupported
 from ..guards.guard import GuardKind
 from ..trace_rules import Rule, dynamo_patched_original, is_stdlib_file, library_rule_reason, trace_rule
 from ..sources import AttrSource, Source
-from .. import library_setup, polyfills
+from .. import config, library_setup, polyfills
 from .base import (
     MethodVariable,
     VariableTracker,
@@ -105,6 +105,9 @@ def build_polyfilled(tx, value: Any, source: Source | None) -> VariableTracker:
 @register_builder_predicate(_is_function_like)
 def build_callable(tx, value: Any, source: Source | None) -> VariableTracker:
     library_setup.on_first_use(value)  # (a library's first-use set-up, as torch.compile's)
+    if any(value is fn for fn in config.ignore_logging_functions):  # (the user's choice: dropped)
+        _guard(tx, source, GuardKind.ID_MATCH, value)
+        return NoOpFunctionVariable(value, source=source)
     original = dynamo_patched_original(value)
     if original is not None:  # TorchDynamo's wrapper around torch's own function
         _guard(tx, source, GuardKind.ID_MATCH, value)

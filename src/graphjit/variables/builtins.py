@@ -27,7 +27,7 @@ from ..polyfills import builtins as poly
 from ..polyfills import functools as poly_functools
 from . import object_protocol as proto
 from .arg_binding import check_call
-from .base import VariableTracker, call_python, check_constant_args
+from .base import VariableTracker, call_python, check_constant_args, is_new
 from .constant import ConstantVariable
 from .dicts import DictVariable, DictViewVariable, items_of
 from .exceptions import ExceptionVariable
@@ -660,7 +660,8 @@ def _tuple_new(tx, args, kwargs):
     if cls is not tuple and not hasattr(cls, "_fields"):
         return None  # another tuple subclass: its own attributes are not modelled
     items = args[1].unpack(tx) if len(args) == 2 else []
-    return TupleVariable(items, namedtuple_cls=None if cls is tuple else cls)
+    class_var = args[0] if is_new(args[0]) else None  # (a class made in the trace)
+    return TupleVariable(items, namedtuple_cls=None if cls is tuple else cls, class_var=class_var)
 
 
 @register(slice)

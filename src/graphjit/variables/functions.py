@@ -392,7 +392,8 @@ class ConstantResultFunctionVariable(ValueCallableVariable):
 
 class NoOpFunctionVariable(VariableTracker):
     """A function whose call only does bookkeeping that does not concern the traced
-    program (TorchDynamo's module generation tags): calling it returns ``None``."""
+    program (TorchDynamo's module generation tags), or a logging function the user asked
+    to drop (``config.ignore_logging_functions``): calling it returns ``None``."""
 
     def __init__(self, value: Any, **kwargs) -> None:
         super().__init__(**kwargs)

@@ -33,7 +33,7 @@ from .. import config
 from ..exc import RestartAnalysis, Unsupported, observed, unsupported
 from ..guards.guard import GuardKind
 from ..sources import AttrSource, ConstSource, LocalSource, module_attr_source
-from . import object_protocol as proto
+from . import lazy_modules, object_protocol as proto
 from .arg_binding import check_call
 from .base import MethodVariable, VariableTracker, in_body, register_builder
 from .constant import ConstantVariable
@@ -369,6 +369,9 @@ class NNModuleVariable(UserObjectVariable):
     # -- calls ----------------------------------------------------------------------------
     def call_function(self, tx, args, kwargs) -> VariableTracker:
         m = self.value
+        if lazy_modules.needs_initialization(m):  # (its parameters, then its call traced)
+            lazy_modules.initialize(tx, m, self._hint(), args, kwargs)
+            self.cls = type(m)
         call = proto.type_attr_raw(self.cls, "__call__")
         if call is not torch.nn.Module.__call__:
             return self.var_getattr(tx, "__call__").call_function(tx, args, kwargs)
@@ -514,7 +517,8 @@ def _build_module(tx, value, source):
     # specialized, one graph node, in a generic trace too (torch.compile's builder breaks on
     # RNN, GRU and LSTM modules unless ``allow_rnn``)
     if source is not None and tx.output.module_is_generic(value, source) and \
-            not isinstance(value, torch.nn.RNNBase):
+            not isinstance(value, torch.nn.RNNBase) and not lazy_modules.needs_initialization(value):
+        # (a lazy module changes its class on its first call: guarded by identity)
         tx.output.add_guard(source, GuardKind.TYPE_MATCH, type(value))
         return NNModuleVariable(value, source=source, specialized=False)
     if source is not None:

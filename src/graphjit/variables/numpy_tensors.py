@@ -15,8 +15,8 @@ Contract:
   (``a[1:]``) is one graph node, :func:`numpy_op`, which runs ``torch._numpy``'s version
   on the tensors as ``torch._numpy`` arrays and gives back their tensors (``torch._numpy``
   is numpy's semantics on torch operations: dtypes promoted as numpy does).  A tensor
-  passed to a numpy function itself (``np.sin(t)``: ``__array__`` in, ``__array_wrap__``
-  out) stays a break.  Metadata (``shape``, ``ndim``, ``size``,
+  passed to a numpy ufunc itself (``np.sin(t)``: ``__array__`` in, ``__array_wrap__``
+  out) is ``numpy_ufuncs``' case; to another numpy function, a break.  Metadata (``shape``, ``ndim``, ``size``,
   ``dtype``, ``itemsize``, ``strides``, ``nbytes``) are trace-time constants.
 * A 0-d result is a numpy *scalar* (``np.float64``) where numpy returns one: any function,
   method or operator result, except ``np.asarray``/``np.array``/``copy``/``reshape``
@@ -266,5 +266,10 @@ def _tensor_numpy(tx, tensor: TensorVariable, args: list, kwargs: dict) -> Varia
 METHOD_HOOKS["numpy"] = _tensor_numpy
 
 
+def tensor_as_array(tx, tensor: TensorVariable) -> NdarrayTensorVariable:
+    """``tensor.numpy()`` (``Tensor.__array__`` of a numpy ufunc's operand)."""
+    return _tensor_numpy(tx, tensor, [], {})
+
+
 __all__ = ["NdarrayTensorVariable", "NumpyOp", "call_numpy", "function_path", "involves_arrays", "numpy_op",
-           "numpy_operator"]
+           "numpy_operator", "tensor_as_array"]

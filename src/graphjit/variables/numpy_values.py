@@ -8,10 +8,11 @@ Contract:
   size among the arguments is specialized (its guard is recorded), as any size Python
   needs as a value.  Operators, methods, attributes, indexing, iteration, ``int()``,
   ``float()``, ``tuple()``, ``.tolist()`` on such values fold the same way.
-* numpy on a tensor (``np.sin(x)``, ``np.array(x)``) is a graph break with its reason: the
-  call runs in Python.  numpy on the array of a tensor (``x.numpy()``) is traced through
-  ``torch._numpy``, as torch.compile traces it (``numpy_tensors``).  So are
-  ``numpy.random`` (it draws), I/O and numpy's global settings (:data:`IMPURE`).
+* A numpy ufunc on a tensor (``np.sin(x)``) is traced (``numpy_ufuncs``); another numpy
+  function on a tensor (``np.array(x)``, ``np.mean(x)``) is a graph break with its reason:
+  the call runs in Python.  numpy on the array of a tensor (``x.numpy()``) is traced through
+  ``torch._numpy``, as torch.compile traces it (``numpy_tensors``).  ``numpy.random`` (it
+  draws), I/O and numpy's global settings (:data:`IMPURE`) are graph breaks.
 * A numpy value that existed before the call: a scalar or dtype is guarded by value; an
   ``ndarray`` by type, its metadata where read (:class:`NdarrayMetadata`), and by its
   contents (dtype, shape, bytes: :class:`NdarrayContents`) once the trace folds anything
@@ -59,6 +60,7 @@ from .base import (
 from .constant import ConstantVariable, is_constant_value
 from .functions import OpaqueCallableVariable, ValueCallableVariable
 from .numpy_tensors import call_numpy, function_path, involves_arrays
+from . import numpy_ufuncs
 from .sequences import ListVariable, TupleVariable
 
 #: A pre-existing array whose contents the trace reads is guarded by them up to this size.
@@ -86,8 +88,8 @@ MUTATING_METHODS = frozenset({
 _OPAQUE_METHODS = frozenset({"tofile", "dump", "dumps", "__array_interface__", "ctypes", "data"})
 
 _VALUE_TYPES = (np.ndarray, np.generic, np.dtype, np.finfo, np.iinfo)
-_WHY_TENSOR = ("numpy runs on the tensor's data in Python; graphjit folds numpy only on Python "
-               "values and sizes (torch.compile traces numpy on tensors through torch._numpy).")
+_WHY_TENSOR = ("numpy runs on the tensor's data in Python; graphjit traces numpy ufuncs on tensors "
+               "and numpy on a tensor's array (t.numpy()), and folds numpy on Python values and sizes.")
 
 
 def is_numpy_value(value: Any) -> bool:
@@ -340,6 +342,8 @@ class NumpyFunctionVariable(ValueCallableVariable):
 
     def call_function(self, tx, args, kwargs) -> VariableTracker:
         name = self._repr_body()
+        if numpy_ufuncs.handles(self.value, args, kwargs):  # ``np.sin(tensor)``: eager's protocol
+            return numpy_ufuncs.call_ufunc(tx, self.value, args, kwargs)
         path = function_path(self.value) if involves_arrays(args, kwargs) else None
         if path is not None:  # numpy on tensors: torch._numpy's version in the graph
             return call_numpy(tx, path, args, kwargs)

@@ -21,11 +21,11 @@ import torch
 
 from ..exc import observed, unsupported
 from ..polyfills import builtins as poly
-from . import object_protocol as proto
+from . import numpy_ufuncs, object_protocol as proto
 from .base import VariableTracker, call_python
 from .constant import ConstantVariable
 from .dicts import DictVariable, DictViewVariable, MISSING
-from .numpy_tensors import NdarrayTensorVariable, numpy_operator
+from .numpy_tensors import NdarrayTensorVariable
 from .builtin_subclasses import MappingProxyVariable, TupleObjectVariable
 from .object_ids import ObjectIdVariable
 from .objects import UserObjectVariable
@@ -59,7 +59,7 @@ def binary_op(tx, op: Callable, left: VariableTracker, right: VariableTracker) -
         same = left.identity() is right.identity()
         return ConstantVariable(same if op is operator.is_ else not same)
     if isinstance(left, NdarrayTensorVariable) or isinstance(right, NdarrayTensorVariable):
-        return numpy_operator(tx, op, [left, right])
+        return numpy_ufuncs.call_operator(tx, op, [left, right])
     if left.is_tensor() or right.is_tensor():
         if not left.is_tensor() and op in _INPLACE_TO_PLAIN:
             op = _INPLACE_TO_PLAIN[op]
@@ -274,7 +274,7 @@ def tensor_operator(tx, op: Callable, args: list) -> VariableTracker:
 
 def unary_op(tx, op: Callable, value: VariableTracker) -> VariableTracker:
     if isinstance(value, NdarrayTensorVariable):
-        return numpy_operator(tx, op, [value])
+        return numpy_ufuncs.call_operator(tx, op, [value])
     if value.is_tensor():
         if op is operator.not_:
             value.truthiness(tx)  # raises the data-dependent break

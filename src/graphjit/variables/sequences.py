@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import collections
 import operator
+import types
 from typing import Any
 
 from ..exc import ObservedException, observed, unsupported
 from ..guards.guard import GuardKind
 from ..polyfills import builtins as poly
-from ..sources import AttrSource, GetItemSource
+from ..sources import AttrSource, ConstSource, GetItemSource
 from .base import (
     check_mutable,
     MethodVariable,
@@ -139,9 +140,11 @@ class TupleVariable(BaseSequenceVariable):
 
     seq_type = tuple
 
-    def __init__(self, items, namedtuple_cls: type | None = None, **kwargs) -> None:
+    def __init__(self, items, namedtuple_cls: type | None = None, class_var=None, **kwargs) -> None:
         super().__init__(items, **kwargs)
         self.namedtuple_cls = namedtuple_cls
+        #: the tracker of ``namedtuple_cls`` where the trace made the class (rebuilt from it)
+        self.class_var = class_var
 
     def python_type(self) -> type:
         return self.namedtuple_cls or tuple
@@ -152,12 +155,25 @@ class TupleVariable(BaseSequenceVariable):
         if name in fields:
             return self.items[fields.index(name)]
         if cls is not None:
+            written = _pending_class_attr(tx, cls, name)
+            if written is not None:
+                return written
             owner = next((k for k in cls.__mro__ if name in k.__dict__), None)
             if owner is not None and owner not in (tuple, object):
                 raw = owner.__dict__[name]
                 if isinstance(raw, classmethod) or not callable(raw):  # ``_make``, ``_fields``
-                    return VariableTracker.build(tx, getattr(cls, name))
+                    return VariableTracker.build(tx, getattr(cls, name), _class_attr_source(cls, name))
+                if isinstance(raw, types.FunctionType):  # ``_replace``, ``_asdict``, a user method
+                    return MethodVariable(self, name)
         return super().var_getattr(tx, name)
+
+    def call_method(self, tx, name: str, args: list, kwargs: dict) -> VariableTracker:
+        cls = self.namedtuple_cls
+        raw = _named_tuple_method(cls, name)
+        if raw is not None:  # a Python method of the named tuple class: traced
+            fn = VariableTracker.build(tx, raw, _class_attr_source(cls, name))
+            return fn.call_function(tx, [self, *args], kwargs)
+        return super().call_method(tx, name, args, kwargs)
 
     def as_python_constant(self):
         value = tuple(v.as_python_constant() for v in self.items)
@@ -174,9 +190,45 @@ class TupleVariable(BaseSequenceVariable):
         if cls is None or self.source is not None:
             return super().reconstruct(cg)
         cg.push_null()
-        cg.load_const(cls._make if hasattr(cls, "_make") else cls)
+        if self.class_var is not None:  # a class made in the trace: made again, once
+            cg.reconstruct(self.class_var)
+            cg.load_attr("_make")
+        else:
+            cg.load_const(cls._make if hasattr(cls, "_make") else cls)
         super().reconstruct(cg)
         cg.call(1)
+
+
+def _class_attr_source(cls: type, name: str) -> AttrSource:
+    """``cls.name`` read through the named tuple class (a constant of the trace)."""
+    return AttrSource(ConstSource(cls, cls.__qualname__), name)
+
+
+def _named_tuple_method(cls: type | None, name: str) -> types.FunctionType | None:
+    """A Python function defined by a named tuple class (not by ``tuple``), or ``None``."""
+    if cls is None:
+        return None
+    owner = next((k for k in cls.__mro__ if name in k.__dict__), None)
+    if owner is None or owner in (tuple, object):
+        return None
+    raw = owner.__dict__[name]
+    return raw if isinstance(raw, types.FunctionType) else None
+
+
+def _pending_class_attr(tx, cls: type, name: str) -> VariableTracker | None:
+    """A class attribute of a named tuple class written in this trace (``P.scale = 3``):
+    the value, where it is a plain constant; a deleted or callable one is a break (the
+    protocol that binds it lives in ``object_protocol``)."""
+    for klass in cls.__mro__:
+        pending = tx.output.side_effects.pending_class_attrs.get(klass)
+        if pending is not None and name in pending:
+            value = pending[name]
+            if isinstance(value, VariableTracker) and value.is_python_constant() and \
+                    not callable(value.as_python_constant()):
+                return value
+            raise unsupported("named tuple class attribute written in this trace",
+                              f"{cls.__qualname__}.{name}")
+    return None
 
 
 class ListVariable(BaseSequenceVariable):

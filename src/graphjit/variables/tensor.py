@@ -73,6 +73,15 @@ DATA_DEPENDENT_METHODS = {
 }
 
 
+def _plain_instance_attr(cls: type, name: str) -> bool:
+    """Does ``obj.name = v`` on an instance of the tensor subclass ``cls`` only write its
+    instance ``__dict__`` (no class attribute or descriptor of that name, ``__setattr__``
+    not overridden)?"""
+    if cls.__setattr__ is not torch.Tensor.__setattr__ or "__slots__" in cls.__dict__:
+        return False
+    return not any(name in klass.__dict__ for klass in cls.__mro__)
+
+
 def has_symbolic(value) -> bool:
     """A symbolic number, or a sequence holding one (``x.shape`` of a dynamic tensor)."""
     if isinstance(value, (tuple, list)):
@@ -91,6 +100,15 @@ class TensorVariable(VariableTracker):
         #: an instance of it (``TwoTensor`` of fakes), any other fake stands for a Tensor
         self.class_type: type = type(example_value) if is_traceable_wrapper_subclass(example_value) \
             else torch.Tensor
+        #: made by ``as_subclass``: a graph output gets ``class_type`` back even when it is a
+        #: Parameter class (a Parameter read from a module or passed in is reloaded instead)
+        self.rewrap = False
+        #: attributes written on it in the trace (a new object: ``t.scale = s`` after
+        #: ``_make_subclass``), set on the object where it is rebuilt
+        self.new_attrs: dict[str, VariableTracker] = {}
+
+    def children(self) -> list[VariableTracker]:
+        return list(self.new_attrs.values())  # (set on the object where it is rebuilt)
 
     def _note_metadata(self, name: str) -> None:
         if name in STRIDE_METADATA:
@@ -148,9 +166,21 @@ class TensorVariable(VariableTracker):
         return [tx.output.call(tx, "call_function", operator.getitem,
                                [self, ConstantVariable(i)], {}) for i in range(n)]
 
-    def reconstruct(self, cg) -> None:
-        subclass = self.class_type is not torch.Tensor and not issubclass(self.class_type, torch.nn.Parameter) \
+    def _rewrapped(self) -> bool:
+        """Is this a tensor whose Python type the graph loses (a ``__torch_function__``
+        subclass, an ``as_subclass`` result), given back where it leaves the graph?"""
+        return self.class_type is not torch.Tensor \
+            and (self.rewrap or not issubclass(self.class_type, torch.nn.Parameter)) \
             and not is_traceable_wrapper_subclass(self._example)  # (a wrapper's graph output is one)
+
+    @property
+    def rebuilds_new_object(self) -> bool:
+        """Its reconstruction makes a new Python object (``as_subclass`` of a graph output):
+        the code generator builds it once and reuses it, so ``return t, t`` gives one object."""
+        return self._rewrapped() and self.node.op not in ("placeholder", "get_attr")
+
+    def reconstruct(self, cg) -> None:
+        subclass = self._rewrapped()
         if subclass and self.source is not None and self.node.op == "placeholder":
             cg.extend(self.source.reconstruct())  # the input itself
             return
@@ -161,11 +191,18 @@ class TensorVariable(VariableTracker):
             reconstruct_graph_value(cg, self, "tensor")
             cg.load_const(self.class_type)
             cg.call(2)
+            for name, value in self.new_attrs.items():  # obj.name = value, obj kept on the stack
+                cg.dup_top()
+                cg.reconstruct(value)
+                cg.swap(2)
+                cg.store_attr(name)
             return
         reconstruct_graph_value(cg, self, "tensor")
 
     # -- attributes and methods ----------------------------------------------------------
     def var_getattr(self, tx, name: str) -> VariableTracker:
+        if name in self.new_attrs:
+            return self.new_attrs[name]
         found = tx.output.torch_function.tensor_getattr(tx, self, name)  # subclasses, modes
         if found is not None:
             return found
@@ -197,6 +234,9 @@ class TensorVariable(VariableTracker):
         after the graph; later reads of ``t.grad`` in the trace see the new value.  Any
         other attribute, or a gradient eager would refuse (another size, dtype or device,
         the tensor itself), runs in Python."""
+        if self.rebuilds_new_object and self.rewrap and _plain_instance_attr(self.class_type, name):
+            self.new_attrs[name] = value  # (a new object: nothing to replay but its rebuild)
+            return
         real = tx.output.real_tensor(self.node) if name == "grad" else None
         if real is None:
             return super().store_attr(tx, name, value)

@@ -9,6 +9,12 @@ Contract:
   dispatch decisions read it; the fake tensor under it stays a plain fake (TorchDynamo's
   ``TensorWithTFOverrideVariable``), and outputs of a subclass type are re-wrapped
   (``as_subclass``) where the graph returns them.
+* An ``as_subclass`` result (``Tensor._make_subclass`` too) is a new Python object:
+  given back with its class where it leaves the graph, even a Parameter class, built once
+  per run; plain instance attributes written on it in the trace (``t.scale = s``, as
+  quantized tensors' ``__new__`` does) are read back from its tracker and set on the
+  object where it is rebuilt.  A class with its own ``__setattr__`` or ``__slots__``, or
+  a name the class defines, is a break.
 * :func:`subclass_member` finds an attribute a subclass defines (a method, classmethod,
   staticmethod, property or class constant, looked up on the MRO before ``torch.Tensor``,
   and guarded through the class), or one in the instance ``__dict__`` of an input
@@ -133,6 +139,7 @@ def as_subclass(tx, tensor: TensorVariable, args: list, kwargs: dict) -> Variabl
         raise unsupported("Tensor.as_subclass to a non-tensor class", repr(cls))
     var = TensorVariable(tensor.node, tensor._example)
     var.class_type = cls
+    var.rewrap = True
     return var
 
 
