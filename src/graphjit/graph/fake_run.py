@@ -196,8 +196,10 @@ def _is_torch_op(op: str, target: Any) -> bool:
         return isinstance(target, str)
     if op != "call_function":
         return False
-    if isinstance(target, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+    if isinstance(target, torch._ops.OpOverload):
         return target.namespace in ("aten", "prims")
+    if isinstance(target, torch._ops.OpOverloadPacket):  # (a packet has no ``namespace``)
+        return target._qualified_op_name.split("::")[0] in ("aten", "prims")
     return getattr(target, "__module__", None) in _TORCH_MODULES
 
 

@@ -68,4 +68,4 @@ def originals() -> list:
     return [original for original, _ in SUBSTITUTES.values()]
 
 
-from . import autograd, builtins, collections, functools, heapq, itertools, operator, profiler, tensor, torch_function, traceback, typing  # noqa: E402,F401  (registers them)
+from . import autograd, builtins, collections, foreach, functools, heapq, itertools, operator, profiler, tensor, torch_function, traceback, typing  # noqa: E402,F401  (registers them)
