@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import keyword
 import operator
 import re
 from typing import Any
@@ -546,6 +547,12 @@ class OutputGraph:
         fake_args = torch.fx.node.map_arg(node_args, _example)
         fake_kwargs = torch.fx.node.map_arg(node_kwargs, _example)
         example = self._run_fake(op, target, fake_args, fake_kwargs)
+        named = next((k for k in kwargs if keyword.iskeyword(k)), None)
+        if named is not None:  # fx writes ``name=value``: ``from=-10`` is not Python
+            raise unsupported("keyword argument named by a Python keyword", f"{target_name(op, target)}(..., {named}=...)",
+                              f"The graph's generated code passes keyword arguments by name, and '{named}' "
+                              "cannot be written as one.",
+                              [f"Pass '{named}' by position (e.g. t.uniform_(-10, 10))."])
         node = self.graph.create_node(op, target, node_args, node_kwargs)
         node.meta["stack"] = tx.user_stack_summary() if hasattr(tx, "user_stack_summary") else None
         if self.shape_env.pending_fresh_unbacked_symbols:  # (nonzero's size, item()'s value)

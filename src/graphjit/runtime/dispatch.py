@@ -397,6 +397,10 @@ class CompiledFunction:
         if self._run_eagerly or (self._only_with_tensors and not has_tensor(args)
                                  and not (kwargs and has_tensor(kwargs))):
             return self._eager()(*args, **kwargs)
+        if torch._C._get_tracing_state() is not None:  # (its tensors are the JIT tracer's)
+            raise RuntimeError(f"torch.jit.trace of a graphjit-compiled function ({self._fn.__qualname__}) is not "
+                               "supported, as torch.compile does not support it: trace the original function "
+                               "(the compiled function's __wrapped__)")
         with self._lock:
             for check, fn in self._fast:  # another thread may have compiled it meanwhile
                 if check(*args, **kwargs):
