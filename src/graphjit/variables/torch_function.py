@@ -54,6 +54,8 @@ GLOBAL_QUERIES = {
     torch.autograd._profiler_enabled, torch.are_deterministic_algorithms_enabled,
     torch.is_deterministic_algorithms_warn_only_enabled, torch.get_default_dtype,
     torch._C._get_tracing_state, torch.jit.is_tracing, torch._C._is_any_autocast_enabled,
+    # (torch.compile folds these two to False: ``torch/_dynamo/variables/torch.py``)
+    torch.fx._symbolic_trace.is_fx_tracing, torch.fx._symbolic_trace.is_fx_symbolic_tracing,
 }
 
 #: Called for their logging only: nothing to trace.
