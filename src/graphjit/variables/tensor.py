@@ -221,6 +221,8 @@ class TensorVariable(VariableTracker):
             return self._grad_fn(tx)
         if name == "data":  # a tensor sharing storage, outside autograd: detach's result
             return self.call_method(tx, "detach", [], {})
+        if name == "__class__":  # its class (a class is callable: not a method); the tensor
+            return VariableTracker.build(tx, self.python_type())  # guard checks its exact type
         if callable(getattr(torch.Tensor, name, None)):
             return MethodVariable(self, name)
         raise unsupported("unsupported tensor attribute", f"Tensor.{name}")
