@@ -131,14 +131,17 @@ grad_mode_decorated.__module__ = "graphjit_runtime"
 
 
 def set_grad_mode(tx, enabled: bool) -> None:
-    """Switch the traced grad mode (``torch._C._set_grad_enabled(b)``): a graph node, and
-    ``torch.is_grad_enabled()`` answers ``b`` from here on."""
-    _set_grad(tx, enabled)
+    """Switch the traced grad mode (``torch._C._set_grad_enabled(b)`` called by the user's
+    code): a graph node, also where the mode is already ``b`` (the call the user wrote, as
+    torch.compile records it), and ``torch.is_grad_enabled()`` answers ``b`` from here on."""
+    _set_grad(tx, enabled, always=True)
 
 
-def _set_grad(tx, enabled: bool) -> None:
+def _set_grad(tx, enabled: bool, always: bool = False) -> None:
+    """Record a change of grad mode (a ``no_grad``/``enable_grad`` block's entry or exit:
+    none where the mode is already ``enabled``)."""
     out = tx.output
-    if out.grad_enabled != enabled:
+    if always or out.grad_enabled != enabled:
         out.graph.create_node("call_function", torch._C._set_grad_enabled, (enabled,))
         out.grad_enabled = enabled
 
