@@ -192,6 +192,14 @@ class GeneratorVariable(IteratorVariable):
                           "Only iteration, send(), throw() and close() of generators are traced.")
 
     def call_method(self, tx, name: str, args: list, kwargs: dict) -> VariableTracker:
+        try:
+            return self._call_method(tx, name, args, kwargs)
+        except ObservedException as e:
+            if name in ("send", "__next__", "throw", "close"):
+                e.from_generator = True
+            raise
+
+    def _call_method(self, tx, name: str, args: list, kwargs: dict) -> VariableTracker:
         if name == "__iter__" and not args:
             return self
         if name in ("send", "__next__") and not kwargs and len(args) == (name == "send"):
