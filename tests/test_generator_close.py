@@ -14,7 +14,9 @@ exception leaves the compiled frame (PyTorch's ``TestGeneratorClose`` /
   handler and ``finally`` run;
 * a generator that yields on ``GeneratorExit``: ``close()`` raises eager's
   ``RuntimeError("generator ignored GeneratorExit")``, caught or leaving the frame;
-* ``next()`` after ``close()`` raises ``StopIteration``, the ``finally`` already run.
+* ``next()`` after ``close()`` raises ``StopIteration``, the ``finally`` already run;
+* ``StopIteration.value`` that is not a constant (an object made in the trace, a tensor):
+  ``e.value``/``e.args`` read, the exception returned or leaving the frame.
 
 Each program is compared with eager (``eager`` and ``aot_eager``: return value, the
 list argument's contents, the exception with its chain) and its graph count with
@@ -208,6 +210,79 @@ def close_twice(t, log):
     return a, g.close(), g.close(), list(log)
 
 
+# -- StopIteration.value that is not a constant (variables/stop_values.py) ----------------
+
+class Foo:
+    def __init__(self, x):
+        self.x = x
+
+
+def return_object_in_except_and_finally(t, log):
+    """``return`` in the handler and in ``finally``: the ``finally``'s object is
+    ``StopIteration.value`` (a new object, read through ``e.args[0]``)."""
+    def whoo():
+        try:
+            yield 1
+        except ValueError:
+            log.append(10)
+            return Foo(2)  # noqa: B901
+        finally:
+            log.append(100)
+            return Foo(3)  # noqa: B012, SIM107, B901
+
+    g = whoo()
+    next(g)
+    try:
+        g.throw(ValueError)
+    except StopIteration as e:
+        return t.sin() + e.args[0].x
+    return t
+
+
+def tensor_stop_value(t, log):
+    """A tensor return value, read as ``e.value`` and ``e.args``."""
+    def whoo():
+        log.append(1)
+        yield t.sin()
+        return t.cos()
+
+    g = whoo()
+    next(g)
+    try:
+        next(g)
+    except StopIteration as e:
+        return e.value + 1, e.args[0], isinstance(e, StopIteration)
+    return t
+
+
+def tensor_stop_value_escapes(t, log):
+    """The same ``StopIteration`` leaving the frame: rebuilt with the graph's tensor."""
+    def whoo():
+        log.append(1)
+        yield t.sin()
+        return t.cos()
+
+    g = whoo()
+    next(g)
+    g.send(None)
+    return t
+
+
+def tensor_stop_value_returned(t, log):
+    """The caught exception returned: a ``StopIteration`` holding the tensor."""
+    def whoo():
+        yield t.sin()
+        return t.cos()
+
+    g = whoo()
+    next(g)
+    try:
+        next(g)
+    except StopIteration as e:
+        return e
+    return t
+
+
 CASES = [
     Case(throw_not_caught, _log_inputs()),
     Case(throw_raises_another_from, _log_inputs()),
@@ -219,6 +294,10 @@ CASES = [
     Case(close_ignored_caught, _log_inputs(), graphs=2),  # (the list's length is guarded)
     Case(close_ignored_escapes, _log_inputs()),
     Case(close_twice, _log_inputs(), graphs=2),
+    Case(return_object_in_except_and_finally, _log_inputs()),
+    Case(tensor_stop_value, _log_inputs()),
+    Case(tensor_stop_value_escapes, _log_inputs()),
+    Case(tensor_stop_value_returned, _log_inputs()),
 ]
 
 #: how graphjit's graph count relates to torch.compile's (default: equal)
@@ -226,9 +305,12 @@ RELATION = {
     # an exception leaves the frame: torch.compile gives the frame up, graphjit compiles
     # the graph up to it (a break before the instruction or, out of a generator, the end)
     **dict.fromkeys(["throw_not_caught", "throw_raises_another_from", "send_past_the_end", "next_after_close",
-                     "close_finally_raises", "through_inlined_helper", "close_ignored_escapes"], "plus_one"),
+                     "close_finally_raises", "through_inlined_helper", "close_ignored_escapes",
+                     "tensor_stop_value_escapes"], "plus_one"),
     # torch.compile breaks where graphjit keeps one graph
-    "close_twice": "at_most",
+    "close_twice": "at_most", "return_object_in_except_and_finally": "at_most",
+    # torch.compile gives the frame up (no graph) where graphjit compiles it in one
+    "tensor_stop_value": "torch_none",
 }
 #: torch.compile's result differs from eager's on these
 TORCH_WRONG = {"close_returns_none", "close_ignored_caught"}

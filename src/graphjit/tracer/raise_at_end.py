@@ -15,7 +15,8 @@ args, attributes, ``__cause__``/``__context__`` chain: ``exceptions.fresh_except
 raised.  Only where that is exact:
 
 * the exception and every exception it chains to hold plain constants only (args and
-  instance attributes), so the copy is eager's;
+  instance attributes), so the copy is eager's; or it is a ``StopIteration`` alone whose
+  value is not a constant (``variables/stop_values.py``), rebuilt as ``StopIteration(value)``;
 * no generator made in the trace is left suspended: eager keeps such a generator alive
   in the traceback and closes it when the traceback dies (its ``finally`` runs then), which
   the trace cannot time.
@@ -28,6 +29,7 @@ traceback starts at the compiled frame, not at the generator's line.
 from __future__ import annotations
 
 from ..exc import ObservedException
+from ..variables.stop_values import pending_value
 
 _PLAIN = (type(None), bool, int, float, complex, str, bytes)
 
@@ -43,6 +45,9 @@ def _rebuildable(exc: BaseException | None, seen: set[int]) -> bool:
     if exc is None or id(exc) in seen:
         return True
     seen.add(id(exc))
+    if pending_value(exc) is not None:  # rebuilt as StopIteration(value) on its own only
+        return not seen - {id(exc)} and exc.__cause__ is None and exc.__context__ is None \
+            and not exc.__suppress_context__ and not vars(exc)
     if not _plain(exc.args) or not all(_plain(v) for v in getattr(exc, "__dict__", {}).values()):
         return False
     if isinstance(exc, StopIteration) and not _plain(exc.value):

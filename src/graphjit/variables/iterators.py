@@ -21,6 +21,7 @@ from .constant import ConstantVariable
 from .dicts import DictVariable, DictViewVariable
 from .sequences import ListVariable, TupleVariable
 from .sets import SetVariable
+from .stop_values import stop_iteration_with
 from ..diagnostics.describe import describe
 
 
@@ -386,8 +387,7 @@ def stop_iteration(value: VariableTracker):
     if value.is_python_constant():
         v = value.as_python_constant()
         return observed(StopIteration) if v is None else observed(StopIteration, v)
-    raise unsupported("generator return value that is not a constant", describe(value),
-                      "StopIteration.value is modelled for constants only.")
+    return ObservedException(stop_iteration_with(value))  # (stop_values.py)
 
 
 class ZipVariable(IteratorVariable):
