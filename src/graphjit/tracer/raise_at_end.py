@@ -8,6 +8,9 @@ in, which a generator whose steps wrote outside it (a ``nonlocal``, a list appen
 be rebuilt in; and the generator's own handlers and ``finally`` blocks, which ran in the
 trace on the way out, would then not be in the graph.
 
+The same holds where the frame's own handlers (a ``finally``, a ``with`` block's exit, a
+bare ``raise``) run and re-raise that same exception object.
+
 Contract: such an exception ends the trace where it leaves the frame, as a return does:
 the graph runs, the side effects recorded up to that point (the generator's ``finally``
 blocks included) are replayed in program order, and a fresh copy of the exception (class,
@@ -58,6 +61,7 @@ def _rebuildable(exc: BaseException | None, seen: set[int]) -> bool:
 def ends_frame_raising(tx, error: ObservedException) -> bool:
     """Whether ``error``, leaving the root frame ``tx`` at its current instruction, ends
     the trace there (see the module docstring)."""
-    if not error.from_generator or not _rebuildable(error.exc, set()):
+    from_generator = error.from_generator or any(error.exc is e for e in tx.generator_exceptions)
+    if not from_generator or not _rebuildable(error.exc, set()):
         return False
     return not any(g.frame.started and not g.frame.exhausted for g in tx.local_generators)

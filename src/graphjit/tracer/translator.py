@@ -682,6 +682,8 @@ class InstructionTranslator(TranslatorBase):
         self.checkpoints: list[tuple[int, int]] = []
         self.break_point: BreakPoint | None = None
         self.raises = False  # the trace ends raising ``return_value`` (raise_at_end.py)
+        #: exceptions out of a generator this frame's handlers caught (raise_at_end.py)
+        self.generator_exceptions: list[BaseException] = []
         self.lazy_locals = dict(f_locals)
         self.local_generators: list = []  # generators made in this trace (generator_finalization)
         # the frame's own cells: its cellvars (MAKE_CELL, holding a captured argument) and
@@ -710,6 +712,11 @@ class InstructionTranslator(TranslatorBase):
             var = VariableTracker.build(self, self.lazy_locals[name], LocalSource(name))
             self.symbolic_locals[name] = var
         return var
+
+    def enter_handler(self, e: ObservedException, inst: Instruction) -> None:
+        if e.from_generator:  # re-raised by the handler, it is still the generator's
+            self.generator_exceptions.append(e.exc)
+        super().enter_handler(e, inst)
 
     def RETURN_VALUE(self, inst: Instruction) -> None:
         close_abandoned_generators(self, self.stack[-1])
