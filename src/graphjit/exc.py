@@ -101,6 +101,10 @@ class BackendCompilerFailed(GraphjitError):
 class ObservedException(GraphjitError):
     """The traced program raised ``exc`` (a real exception object, as eager would raise it)."""
 
+    #: raised out of a generator's ``next``/``send``/``throw``/``close`` (the generator
+    #: cannot be run again in Python: see ``tracer/raise_at_end.py``)
+    from_generator = False
+
     def __init__(self, exc: BaseException) -> None:
         self.exc = exc
         super().__init__(f"{type(exc).__name__}: {exc}")

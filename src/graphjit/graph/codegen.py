@@ -313,3 +313,7 @@ class PyCodegen:
 
     def return_value(self) -> None:
         self.append(create_instruction("RETURN_VALUE"))
+
+    def raise_top(self) -> None:
+        """``raise TOS``."""
+        self.append(create_instruction("RAISE_VARARGS", arg=1))

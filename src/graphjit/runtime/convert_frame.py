@@ -286,7 +286,10 @@ def build_entry(fn, tx: InstructionTranslator, output: OutputGraph, global_state
     if bp is None:
         cg.reconstruct(tx.return_value)
         output.side_effects.codegen(cg)
-        cg.return_value()
+        if tx.raises:  # an exception out of a generator ends the frame (tracer/raise_at_end.py)
+            cg.raise_top()
+        else:
+            cg.return_value()
     else:
         make_resume = lambda c: _resume(hooks, output, c, fn)  # noqa: E731
         if bp.reason.user_error:  # reached only if the instruction does not raise after all

@@ -51,6 +51,7 @@ from ..variables.builtins import call_builtin
 from ..variables.cells import EMPTY
 from ..variables.iterators import ObjectIteratorVariable
 from .generator_finalization import close_abandoned_generators, register_generator
+from .raise_at_end import ends_frame_raising
 from ..variables.torch_modes import resumable_exit
 from .handlers_control import ControlHandlers
 from .handlers_load_store import LoadStoreHandlers
@@ -680,6 +681,9 @@ class InstructionTranslator(TranslatorBase):
         self.fullgraph = fullgraph
         self.checkpoints: list[tuple[int, int]] = []
         self.break_point: BreakPoint | None = None
+        self.raises = False  # the trace ends raising ``return_value`` (raise_at_end.py)
+        #: exceptions out of a generator this frame's handlers caught (raise_at_end.py)
+        self.generator_exceptions: list[BaseException] = []
         self.lazy_locals = dict(f_locals)
         self.local_generators: list = []  # generators made in this trace (generator_finalization)
         # the frame's own cells: its cellvars (MAKE_CELL, holding a captured argument) and
@@ -709,6 +713,11 @@ class InstructionTranslator(TranslatorBase):
             self.symbolic_locals[name] = var
         return var
 
+    def enter_handler(self, e: ObservedException, inst: Instruction) -> None:
+        if e.from_generator:  # re-raised by the handler, it is still the generator's
+            self.generator_exceptions.append(e.exc)
+        super().enter_handler(e, inst)
+
     def RETURN_VALUE(self, inst: Instruction) -> None:
         close_abandoned_generators(self, self.stack[-1])
         self.return_value = self.pop()
@@ -729,6 +738,9 @@ class InstructionTranslator(TranslatorBase):
         try:
             super().step()
         except ObservedException as e:
+            if ends_frame_raising(self, e):  # the graph ends raising it (raise_at_end.py)
+                self.return_value, self.raises, self.done = ExceptionVariable(e.exc), True, True
+                return
             # the program raises here: run this instruction in Python after the graph
             index = self.indexof[id(self.current_inst)]
             reason = unsupported("user exception", f"{type(e.exc).__name__}: {e.exc}",

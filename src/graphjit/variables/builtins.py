@@ -578,18 +578,32 @@ def _iter(tx, args, kwargs):
 _CALLABLE_ITERATOR = type(iter(int, 1))
 
 
+def _next_of_generator(tx, gen, default: list):
+    """``next(gen[, default])``; an exception leaving it is marked as the generator's."""
+    try:
+        item = gen.next_item(tx)
+        if item is None:
+            if default:
+                return default[0]
+            raise stop_iteration(gen.return_value)
+        return item
+    except ObservedException as e:
+        e.from_generator = True
+        raise
+
+
 @register(next, pure=False)
 def _next(tx, args, kwargs):
     it = args[0]
     if isinstance(it, UserObjectVariable) and not it.is_new and is_self_iterator_class(it.cls):
         it = ExistingIteratorVariable(it)  # (taking its item is the break, with its reason)
+    if isinstance(it, GeneratorVariable):
+        return _next_of_generator(tx, it, args[1:])
     if isinstance(it, IteratorVariable):
         item = it.next_item(tx)
         if item is None:
             if len(args) > 1:
                 return args[1]
-            if isinstance(it, GeneratorVariable):
-                raise stop_iteration(it.return_value)
             raise observed(StopIteration)
         return item
     cls = _python_type(it)

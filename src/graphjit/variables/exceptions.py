@@ -14,6 +14,8 @@ from ..exc import unsupported
 from .base import (AttributeMutationNew, MethodVariable, VariableTracker, builder_for, call_python,
                    check_constant_args, register_builder)
 from ..diagnostics.describe import describe
+from .sequences import TupleVariable
+from .stop_values import chain_has_pending, pending_value
 
 
 class ExceptionVariable(VariableTracker):
@@ -27,6 +29,8 @@ class ExceptionVariable(VariableTracker):
         kwargs.setdefault("mutation_type", AttributeMutationNew())
         super().__init__(**kwargs)
         self.exc = exc
+        #: the tracker of a ``StopIteration``'s value that is not a constant (stop_values.py)
+        self.pending = pending_value(exc)
 
     def _repr_body(self) -> str:
         return repr(self.exc)
@@ -35,12 +39,32 @@ class ExceptionVariable(VariableTracker):
         return type(self.exc)
 
     def as_python_constant(self):
+        """The real object: the handlers match, re-raise and chain it by identity."""
         return self.exc
+
+    def is_python_constant(self) -> bool:
+        # not a constant to generic code (``str(e)``, ``e == x``...) when its chain holds
+        # a value that is not one: the placeholder must not be read (stop_values.py)
+        return not chain_has_pending(self.exc)
+
+    def children(self) -> list[VariableTracker]:
+        return [self.pending] if self.pending is not None else []
+
+    def _pending_break(self, what: str):
+        return unsupported("StopIteration value that is not a constant", f"the exception {what}",
+                           "Only e.value and e.args of such a StopIteration are traced.")
 
     def identity(self):
         return self.exc
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
+        if self.pending is not None:
+            if name == "value":
+                return self.pending
+            if name == "args":
+                return TupleVariable([self.pending])
+            if name not in ("__cause__", "__context__", "__suppress_context__", "__class__"):
+                raise self._pending_break(f"attribute {name}")
         attr = call_python("getattr", getattr, self.exc, name)
         if isinstance(attr, types.BuiltinMethodType) and attr.__self__ is self.exc:
             return MethodVariable(self, name)  # ``e.with_traceback``, ``e.add_note``
@@ -49,6 +73,8 @@ class ExceptionVariable(VariableTracker):
     def call_method(self, tx, name: str, args: list, kwargs: dict) -> VariableTracker:
         """BaseException's methods: ``with_traceback(None)`` (as ``unittest`` stores a caught
         exception) and the others with constant arguments, on the trace-time object."""
+        if self.pending is not None and name != "with_traceback":
+            raise self._pending_break(f"method {name}")
         if name == "with_traceback" and len(args) == 1 and not kwargs:
             if not (args[0].is_python_constant() and args[0].as_python_constant() is None):
                 raise unsupported("exception traceback", f"{describe(self)}.with_traceback(<traceback>)",
@@ -73,6 +99,15 @@ class ExceptionVariable(VariableTracker):
         call_python("setattr", setattr, self.exc, name, v)
 
     def reconstruct(self, cg) -> None:
+        if self.pending is not None and self.exc.__cause__ is None and self.exc.__context__ is None \
+                and not self.exc.__suppress_context__ and not vars(self.exc):
+            cg.push_null()
+            cg.load_const(StopIteration)
+            cg.reconstruct(self.pending)
+            cg.call(1)
+            return
+        if chain_has_pending(self.exc):
+            raise self._pending_break("escapes with a cause, context or attributes")
         cg.push_null()
         cg.load_const(fresh_exception)
         cg.load_const(self.exc)

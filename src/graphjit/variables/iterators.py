@@ -21,6 +21,7 @@ from .constant import ConstantVariable
 from .dicts import DictVariable, DictViewVariable
 from .sequences import ListVariable, TupleVariable
 from .sets import SetVariable
+from .stop_values import stop_iteration_with
 from ..diagnostics.describe import describe
 
 
@@ -192,6 +193,14 @@ class GeneratorVariable(IteratorVariable):
                           "Only iteration, send(), throw() and close() of generators are traced.")
 
     def call_method(self, tx, name: str, args: list, kwargs: dict) -> VariableTracker:
+        try:
+            return self._call_method(tx, name, args, kwargs)
+        except ObservedException as e:
+            if name in ("send", "__next__", "throw", "close"):
+                e.from_generator = True
+            raise
+
+    def _call_method(self, tx, name: str, args: list, kwargs: dict) -> VariableTracker:
         if name == "__iter__" and not args:
             return self
         if name in ("send", "__next__") and not kwargs and len(args) == (name == "send"):
@@ -378,8 +387,7 @@ def stop_iteration(value: VariableTracker):
     if value.is_python_constant():
         v = value.as_python_constant()
         return observed(StopIteration) if v is None else observed(StopIteration, v)
-    raise unsupported("generator return value that is not a constant", describe(value),
-                      "StopIteration.value is modelled for constants only.")
+    return ObservedException(stop_iteration_with(value))  # (stop_values.py)
 
 
 class ZipVariable(IteratorVariable):
