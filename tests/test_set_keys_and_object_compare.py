@@ -154,3 +154,19 @@ def test_own_hash_is_a_break():
     check_same(hashed_subclass_key, X)
     with pytest.raises(graphjit.exc.Unsupported, match="dict key that is not a constant"):
         graphjit.compile(hashed_subclass_key, fullgraph=True)(X)
+
+
+def existing_key(x, k):
+    d = {frozenset("ab"): 1, frozenset("cd"): 2}
+    return x + d.get(k, 0), {k: x}
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_existing_frozenset_subclass_key(backend):
+    """A frozenset subclass instance passed in: looked up by its items (guarded: other
+    items retrace), and a dict the trace makes holds that very object."""
+    import graphjit
+    compiled = graphjit.compile(existing_key, backend=backend, fullgraph=True)
+    for k in (CF("ab"), CF("cd"), CF("zz"), CF("ab")):
+        (value, d), (expected, _) = compiled(X, k), existing_key(X, k)
+        assert torch.equal(value, expected) and next(iter(d)) is k
