@@ -475,7 +475,7 @@ def test_threads_first_call_compiles_once(what):
 # --------------------------------------------------------------------------------------
 
 VARIABLES = pathlib.Path(graphjit.__file__).parent / "variables"
-LAYERS = ["arg_binding", "base", "constant", "object_ids", "sym_node", "tensor", "sequences", "sizes", "dicts", "sets", "view_sets", "tuple_iterators", "stop_values", "iterators", "random_values", "cells",
+LAYERS = ["arg_binding", "base", "constant", "object_ids", "sym_node", "tensor", "known_tensors", "sequences", "sizes", "set_keys", "dicts", "sets", "view_sets", "tuple_iterators", "stop_values", "iterators", "random_values", "cells",
           "functions", "partial_subclasses", "exceptions", "object_protocol", "instance_attrs",
           "dict_objects", "builtin_subclasses", "objects", "weak_dicts", "lazy_modules", "nn_module", "namedtuple_classes",
           "torchscript", "numpy_tensors", "numpy_ufuncs", "numpy_values", "generators",

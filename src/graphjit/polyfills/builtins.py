@@ -195,3 +195,8 @@ def iter_sentinel(function, sentinel):
         if value == sentinel:
             return
         yield value
+
+
+def int_as_integer_ratio(n):
+    """``int.as_integer_ratio`` of a symbolic int (torch's ``SymInt.as_integer_ratio``)."""
+    return n, 1

@@ -23,6 +23,7 @@ from ..variables import (
     UserObjectVariable,
     VariableTracker,
 )
+from ..variables.known_tensors import tensor_index
 from ..variables.base import LazyVariableTracker, call_python
 from ..variables.formatting import format_value
 from ..variables.dicts import MISSING, items_of, key_of
@@ -145,6 +146,9 @@ class OpHandlers:
             if not (value.is_python_constant() and type(value.as_python_constant()) is int):
                 raise observed(TypeError, f"__index__ returned non-int (type {value.python_type().__name__})")
             return value
+        if index.is_tensor():  # ``Tensor.__index__``: its value where the trace knows it
+            value = tensor_index(self, index)
+            return index if value is None else value
         return index
 
     def subscript(self, container: VariableTracker, index: VariableTracker) -> VariableTracker:

@@ -42,6 +42,7 @@ from .base import (
 from .constant import ConstantVariable, is_constant_value
 from .object_ids import IdentityKey, ObjectIdVariable
 from .sequences import ListVariable, TupleVariable
+from .set_keys import FrozensetSubclassKey, frozenset_subclass_key
 from ..diagnostics.describe import describe
 
 #: keys a source writes as a literal (others, a tensor's, are referred to by identity)
@@ -143,7 +144,7 @@ def guard_key(tx, key: Any) -> None:
 def key_var(tx, key: Any) -> VariableTracker:
     """The tracker of a key: a tensor key is the tracker it was read as (so that ``is``
     holds), anything else a constant."""
-    if isinstance(key, (torch.Tensor, GraphTensorKey, FrozenDataclassKey, IdentityKey)) or \
+    if isinstance(key, (torch.Tensor, GraphTensorKey, FrozenDataclassKey, IdentityKey, FrozensetSubclassKey)) or \
             ((type(key).__hash__ is object.__hash__ or isinstance(key, tuple)) and id(key) in tx.output.key_trackers):
         known = tx.output.key_trackers.get(id(key))
         if known is None:
@@ -163,7 +164,8 @@ def key_of(var: VariableTracker, tx=None) -> Any:
     if isinstance(var, ObjectIdVariable):
         return var.dict_key()
     ptype = var.python_type() if not var.is_tensor() else None
-    if ptype in (list, dict, set) or isinstance(var, (ListVariable, DictVariable)):
+    if ptype in (list, dict, set) or isinstance(var, (ListVariable, DictVariable)) or \
+            (ptype is not None and issubclass(ptype, (list, dict, set)) and ptype.__hash__ is None):
         name = ptype.__name__ if ptype else type(var).__name__
         raise observed(TypeError, f"unhashable type: '{name}'")
     if var.is_tensor():
@@ -180,6 +182,8 @@ def key_of(var: VariableTracker, tx=None) -> Any:
         key = var.as_python_constant()
     except Exception:
         key = _existing_object_key(var, tx) or _new_object_key(var, tx) or _tuple_key(var, tx)
+        if key is None:
+            key = frozenset_subclass_key(var, tx)
         if key is not None:
             return key
         key = _frozen_dataclass_key(var, tx)

@@ -163,8 +163,25 @@ def _object_init(tx, obj, *args, **kwargs):
     return ConstantVariable(None)
 
 
+def _object_eq(tx, obj, other):
+    """``object.__eq__``: ``True`` for the object itself, else ``NotImplemented``."""
+    return ConstantVariable(True if obj.identity() is other.identity() else NotImplemented)
+
+
+def _object_ne(tx, obj, other):
+    """``object.__ne__`` (CPython's ``object_richcompare``): the type's ``__eq__``, its
+    result inverted unless it is ``NotImplemented`` (a ``super().__ne__(other)`` reaching
+    ``object``)."""
+    result = obj.call_method(tx, "__eq__", [other], {})
+    if result.is_python_constant() and result.as_python_constant() is NotImplemented:
+        return result
+    return ConstantVariable(not result.truthiness(tx))
+
+
 _OBJECT_METHODS = {
     "__init__": _object_init,
+    "__eq__": _object_eq,
+    "__ne__": _object_ne,
     "__setattr__": lambda tx, obj, name, value: (proto.generic_setattr(
         tx, obj, name.as_python_constant(), value), ConstantVariable(None))[1],
     "__delattr__": lambda tx, obj, name: (proto.generic_delattr(

@@ -27,6 +27,7 @@ from .base import (
 )
 from .constant import ConstantVariable, is_constant_value
 from .dicts import DictViewVariable, FrozenDataclassKey, GraphTensorKey, key_of, key_var
+from .set_keys import FrozensetSubclassKey, set_lookup_key
 from .object_ids import IdentityKey
 from ..diagnostics.describe import describe
 
@@ -106,9 +107,13 @@ class SetVariable(VariableTracker):
         if kwargs:
             raise unsupported("set method with keyword arguments", f"set.{name}")
         if name in ("add", "discard", "remove") and len(args) == 1:
-            key = key_of(args[0], tx)
+            coerced = set_lookup_key(args[0]) if name != "add" else None
+            key = key_of(args[0], tx) if coerced is None else coerced
             if name == "remove" and key not in self.keys:
-                raise observed(KeyError, key)
+                if coerced is not None and (args[0].python_type() is not set or
+                                            not all(is_constant_value(k) for k in coerced)):
+                    raise unsupported("KeyError of a set subclass instance", f"set.remove({describe(args[0])})")
+                raise observed(KeyError, args[0].as_python_constant() if coerced is not None else key)
             self._mutate(tx, "add" if name == "add" else "discard", key)
             return ConstantVariable(None)
         if name == "clear" and not args:
@@ -126,7 +131,8 @@ class SetVariable(VariableTracker):
             self.call_method(tx, "discard", [var], {})
             return var
         if name == "__contains__" and len(args) == 1:
-            return ConstantVariable(key_of(args[0], tx) in self.keys)
+            coerced = set_lookup_key(args[0])
+            return ConstantVariable((key_of(args[0], tx) if coerced is None else coerced) in self.keys)
         if name == "__len__":
             return ConstantVariable(len(self.keys))
         if name == "copy":
@@ -220,7 +226,7 @@ class _Slot:
 def _with_slots(obj, slots: list):
     """``obj`` (a recipe) with each tensor replaced by a :class:`_Slot` (appended to
     ``slots``)."""
-    if isinstance(obj, (torch.Tensor, GraphTensorKey, FrozenDataclassKey, IdentityKey)):
+    if isinstance(obj, (torch.Tensor, GraphTensorKey, FrozenDataclassKey, IdentityKey, FrozensetSubclassKey)):
         for i, t in enumerate(slots):
             if t is obj:
                 return _Slot(i)

@@ -32,6 +32,7 @@ from torch.fx.experimental.symbolic_shapes import (
 
 from ..exc import unsupported
 from ..guards.shapes import ShapeSource
+from ..polyfills import builtins as poly
 from ..sources import AttrSource, GetItemSource, Source
 from .base import VariableTracker, probing
 from .constant import ConstantVariable, known_value
@@ -154,8 +155,19 @@ def reload_source(var: SymNodeVariable) -> Source | None:
     return None
 
 
-#: methods of symbolic numbers
-_METHODS = {int: {"__index__", "__int__", "__float__"}, float: {"__int__", "__float__"}}
+def _is_integer(x):
+    return x.is_integer()
+
+
+_is_integer.__module__ = "graphjit_runtime"
+
+#: methods of symbolic numbers, as torch's ``SymInt``/``SymFloat`` define them: a graph
+#: node (``is_integer``: a ``SymBool``), the number itself (``conjugate``,
+#: ``SymInt.as_integer_ratio``'s numerator), or the method on the value, specialized
+#: with its guard (``bit_length``, ``float.as_integer_ratio``, ``hex``)
+_METHODS = {int: {"__index__", "__int__", "__float__", "conjugate", "as_integer_ratio", "bit_length"},
+            float: {"__int__", "__float__", "is_integer", "conjugate", "as_integer_ratio", "hex"}}
+_SPECIALIZING_METHODS = {(int, "bit_length"), (float, "as_integer_ratio"), (float, "hex")}
 
 
 class _SymMethod(VariableTracker):
@@ -171,8 +183,14 @@ class _SymMethod(VariableTracker):
     def call_function(self, tx, args: list, kwargs: dict) -> VariableTracker:
         if args or kwargs:
             raise unsupported("method of a symbolic number with arguments", self.name)
-        if self.name == "__index__":
+        if self.name in ("__index__", "conjugate"):
             return self.obj
+        if self.name == "is_integer":
+            return sym_call(tx, _is_integer, [self.obj])
+        if (self.obj.python_type(), self.name) in _SPECIALIZING_METHODS:
+            return VariableTracker.build(tx, getattr(self.obj.evaluate(), self.name)())
+        if self.name == "as_integer_ratio":  # ``SymInt.as_integer_ratio``: ``(self, 1)``
+            return tx.inline_polyfill(poly.int_as_integer_ratio, [self.obj])
         return sym_builtin(tx, int if self.name == "__int__" else float, [self.obj])
 
 
