@@ -175,6 +175,7 @@ def run_module_case(case: ModCase, backend: str | None = None) -> None:
 
     be.graphjit_cache_key = f"counting {backend}"  # (the warm pass loads its entries)
     be.graphjit_runs_graph = inner is None
+    be.graphjit_shares_graphs = True  # (it stands for ``backend``; counts are of backend graphs)
     eager, orig = _build(case), _build(case)
     compiled = graphjit.compile(orig, backend=be, fullgraph=case.fullgraph)
     _run_steps(case, eager, orig, compiled)

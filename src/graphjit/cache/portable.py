@@ -204,6 +204,22 @@ def _importable(obj: Any) -> tuple[str, str] | None:
     return None
 
 
+def _static_builtin_home(obj: Any) -> type | None:
+    """The C class (of ``torch._C`` or ``builtins``) whose ``__dict__`` holds the builtin
+    ``obj`` as a ``staticmethod``: such a builtin has no ``__self__`` nor ``__module__``,
+    only its ``__qualname__`` (``TensorBase._make_subclass``)."""
+    qualname = getattr(obj, "__qualname__", None)
+    if not isinstance(qualname, str) or qualname.count(".") != 1:
+        return None
+    cls_name, attr = qualname.split(".")
+    for home in ("torch._C", "builtins"):
+        cls = getattr(sys.modules.get(home), cls_name, None)
+        raw = vars(cls).get(attr) if isinstance(cls, type) else None
+        if isinstance(raw, staticmethod) and raw.__func__ is obj:
+            return cls
+    return None
+
+
 #: modules that name types whose ``__module__``/``__qualname__`` do not lead back to them
 #: (``types.CodeType`` says ``builtins.code``)
 _TYPE_ALIASES = ("types", "_collections_abc", "collections", "typing")
@@ -504,6 +520,9 @@ class PortablePickler(pickle.Pickler):
             if owner is None or isinstance(owner, (types.ModuleType, type)):
                 if owner is not None and getattr(owner, obj.__name__, None) == obj:  # (``cls.__subclasses__``)
                     return ("builtin-of", owner, obj.__name__)
+                home = _static_builtin_home(obj) if owner is None else None
+                if home is not None:  # (``Tensor._make_subclass``: a C class's static method)
+                    return ("builtin-of", home, obj.__name__)
                 raise NotCacheable(f"builtin {obj!r} cannot be found by its name")
             if type(owner) in (dict, list, set, bytearray) and self.persistent_id(owner) is None:
                 raise NotCacheable(f"{obj!r} is bound to a {type(owner).__name__} known by identity")
