@@ -6,7 +6,6 @@ import types
 from typing import Any, Callable
 
 import torch
-from torch._dynamo.eval_frame import OptimizedModule
 
 from . import cache as _cache
 from .backends.registry import list_backends, register_backend
@@ -17,22 +16,15 @@ from .runtime.module_calls import forget_shared_calls, shared_module_call
 from .runtime.persist import flush as flush_cache_writes
 
 
-class CompiledModule(OptimizedModule):
+class CompiledModule(torch.nn.Module):
     """``graphjit.compile(module)``: an ``nn.Module`` whose call is compiled.
 
     Like torch.compile's ``OptimizedModule``: the original is ``_orig_mod`` (so state-dict
-    keys gain an ``_orig_mod.`` prefix) and other attributes are forwarded to it.
-
-    It *is* an ``OptimizedModule`` for ``isinstance`` (a subclass; the class is a plain
-    ``type``, so a virtual subclass cannot be registered): libraries recognise a compiled
-    model that way to unwrap ``_orig_mod`` (accelerate's and diffusers'
-    ``is_compiled_module``, ``torch.distributed.checkpoint``'s state-dict names,
-    torch_geometric's ``is_torch_instance``).  Nothing of Dynamo runs: every method that
-    ``OptimizedModule`` uses its ``dynamo_ctx`` in (``__init__``, ``__call__``, ``forward``,
-    attribute forwarding, pickling) is graphjit's own below, and those that are not
-    (``_aot_compile``...) find no ``dynamo_ctx`` on the wrapper (an ``AttributeError``).
-    Torch's own Dynamo recognises its wrapper by exact type (``istype``), so a graphjit
-    module inside a torch.compile trace is an ordinary module there.  What is
+    keys gain an ``_orig_mod.`` prefix) and other attributes are forwarded to it.  It is
+    not an ``OptimizedModule`` for ``isinstance`` (that class is TorchDynamo's, and graphjit
+    uses none of Dynamo): a library that recognises a compiled model only that way
+    (accelerate's ``is_compiled_module``) sees a plain module, and ``_orig_mod`` unwraps it.
+    What is
     compiled is the call ``mod(*args)`` itself, so a ``forward`` patched on the instance
     later, hooks and ``training`` are seen (and guarded) like in any traced call.  Every
     ``CompiledModule`` of one class with the same options shares its compiled call
@@ -45,7 +37,7 @@ class CompiledModule(OptimizedModule):
     _OWN_ATTRIBUTES = frozenset({"_orig_mod", "_compiled_call", "_options"})
 
     def __init__(self, mod: torch.nn.Module, **options: Any) -> None:
-        torch.nn.Module.__init__(self)  # (not OptimizedModule's: it needs a Dynamo context)
+        super().__init__()
         self._orig_mod = mod
         self.__dict__["_compiled_call"] = shared_module_call(mod, **options)
         self.__dict__["_options"] = options
@@ -71,18 +63,13 @@ class CompiledModule(OptimizedModule):
         """As torch.compile's wrapper: an attribute of the wrapper's class or of its own
         state is set on it; any other is set on the wrapped module (so ``forward`` sees it)."""
         if hasattr(type(self), name) or name in self._OWN_ATTRIBUTES or not self.__dict__.get("_initialized"):
-            return torch.nn.Module.__setattr__(self, name, value)
+            return super().__setattr__(name, value)
         return setattr(self._modules["_orig_mod"], name, value)
 
     def __delattr__(self, name: str) -> None:
         if hasattr(type(self), name) or name in self._OWN_ATTRIBUTES:
-            return torch.nn.Module.__delattr__(self, name)
+            return super().__delattr__(name)
         return delattr(self._modules["_orig_mod"], name)
-
-    # Module's own state protocol (OptimizedModule's ``__setstate__`` rebuilds its Dynamo
-    # call); pickling goes through ``__reduce__`` above
-    __getstate__ = torch.nn.Module.__getstate__
-    __setstate__ = torch.nn.Module.__setstate__
 
     def __len__(self) -> int:
         mod = self._modules["_orig_mod"]
@@ -92,7 +79,7 @@ class CompiledModule(OptimizedModule):
 
     def __dir__(self) -> list[str]:
         inner = self._modules["_orig_mod"].__dir__()
-        return inner + [a for a in torch.nn.Module.__dir__(self) if a not in inner]
+        return inner + [a for a in super().__dir__() if a not in inner]
 
     def forward(self, *args, **kwargs):
         mod = self._modules["_orig_mod"]
