@@ -6,35 +6,17 @@ op counts as torch.compile's, results and grad mode after the call as eager's.""
 
 from __future__ import annotations
 
-import contextlib
-
 import pytest
 import torch
 
 import graphjit
 from _shared import compare_call
+from test_context_manager_classes import SetGradCtx, set_grad_ctx
 from graphjit.testing import CompileCounter
 
 
-class CustomizedCtxManager:
-    def __init__(self, mode):
-        self.prev = torch.is_grad_enabled()
-        self.mode = mode
-
-    def __enter__(self):
-        torch._C._set_grad_enabled(self.mode)
-
-    def __exit__(self, exc_type, exc_value, traceback):
-        torch._C._set_grad_enabled(self.prev)
-
-
-@contextlib.contextmanager
-def customized_ctx_manager(mode):
-    prev = torch.is_grad_enabled()
-    try:
-        yield torch._C._set_grad_enabled(mode)
-    finally:
-        torch._C._set_grad_enabled(prev)
+# the two managers of PyTorch's test_ctx_manager.py (CustomizedCtxManager, customized_ctx_manager)
+CustomizedCtxManager, customized_ctx_manager = SetGradCtx, set_grad_ctx
 
 
 def _program(ctx):
