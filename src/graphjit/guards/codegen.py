@@ -39,6 +39,7 @@ from .guard import MODE_STATE, GlobalQuery, Guard, GuardKind, holds_numbers, typ
 #: one guard's readable parts are rendered once, by whichever thread needs them first
 _RENDER_LOCK = threading.RLock()
 _SIMPLE_CONSTANTS = (int, str, bool, type(None))
+_CONTAINER_TYPES = (tuple, list, frozenset, set, dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -343,6 +344,11 @@ def _constant(label: str, E, v: Any, c: _Consts) -> list[GuardPart]:
     parts = [GuardPart(label, f"type({E()}) is {c.ref(type(v), identity=True)}", f"type({E()})", type(v).__qualname__),
              GuardPart(label, f"{E()} == {c.ref(v)}", E(), _short(v))]
     if holds_numbers(v):  # (1, 2) == (1.0, 2.0) == (True, 2): the items' types too
+        if type(v) is tuple and not any(type(item) in _CONTAINER_TYPES for item in v):  # flat: one C loop
+            types_ = tuple(map(type, v))
+            parts.append(GuardPart(label, f"tuple(map(type, {E()})) == {c.ref(types_)}", f"tuple(map(type, {E()}))",
+                                   _short(types_)))
+            return parts
         typed = c.ref(typed_value, "___typed_value", identity=True)
         parts.append(GuardPart(label, f"{typed}({E()}) == {c.ref(typed_value(v))}", f"{typed}({E()})",
                                _short(typed_value(v))))
